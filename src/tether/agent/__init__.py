@@ -1,0 +1,1 @@
+"""The agent runtime: Agent, tools, the run loop, results."""

@@ -1,0 +1,1 @@
+"""Conversion to and from provider wire formats and peer libraries' formats."""

@@ -1,0 +1,1 @@
+"""Pure functions over message lists: check, normalize, sanitize, trim, budget, prune."""

@@ -1,0 +1,34 @@
+"""The Model protocol, drivers, and the offline models shipped for tests.
+
+Drivers import their provider SDK only when their module is imported; a missing SDK raises
+``MissingExtra`` naming the pip command.
+"""
+
+from tether.models._base import (
+    Model,
+    ModelResponse,
+    ModelSettings,
+    Profile,
+    ReasoningDelta,
+    ReasoningReplay,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolDefinition,
+)
+from tether.models._registry import PROVIDERS, infer_model
+
+__all__ = [
+    "PROVIDERS",
+    "Model",
+    "ModelResponse",
+    "ModelSettings",
+    "Profile",
+    "ReasoningDelta",
+    "ReasoningReplay",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolDefinition",
+    "infer_model",
+]

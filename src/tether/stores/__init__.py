@@ -1,0 +1,1 @@
+"""Conversation stores: the Store protocol and memory/SQLite/PostgreSQL implementations."""
