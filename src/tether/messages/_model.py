@@ -189,7 +189,14 @@ _ALLOWED: dict[str, frozenset[type]] = {
 }
 
 
-class Message(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+class Message(
+    msgspec.Struct,
+    frozen=True,
+    rename="camel",
+    omit_defaults=True,
+    weakref=True,
+    cache_hash=True,
+):
     """One message of a conversation.
 
     ``run_id`` / ``conversation_id`` are identity stamps added by the run that produced the
