@@ -1,1 +1,54 @@
-"""The agent runtime: Agent, tools, the run loop, results."""
+"""The agent runtime: Agent, tools, the run loop, results, approvals and streamed events."""
+
+from tether.agent._agent import Agent
+from tether.agent._approvals import (
+    Approve,
+    Deferred,
+    DeferredResults,
+    Deny,
+    ExternalResult,
+    PendingCall,
+)
+from tether.agent._context import MessagesView, RunContext
+from tether.agent._output import OUTPUT_TOOL
+from tether.agent._result import (
+    Event,
+    MessageCompleted,
+    ReasoningEvent,
+    Result,
+    RunCompleted,
+    TextEvent,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from tether.agent._run import STEP_LIMIT_TEXT
+from tether.agent._store import UNKNOWN_OUTCOME_TEXT
+from tether.agent._stream import RunStream
+from tether.agent._tools import Tool, ToolCanceled, function_tool
+
+__all__ = [
+    "OUTPUT_TOOL",
+    "STEP_LIMIT_TEXT",
+    "UNKNOWN_OUTCOME_TEXT",
+    "Agent",
+    "Approve",
+    "Deferred",
+    "DeferredResults",
+    "Deny",
+    "Event",
+    "ExternalResult",
+    "MessageCompleted",
+    "MessagesView",
+    "PendingCall",
+    "ReasoningEvent",
+    "Result",
+    "RunCompleted",
+    "RunContext",
+    "RunStream",
+    "TextEvent",
+    "Tool",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolCanceled",
+    "function_tool",
+]

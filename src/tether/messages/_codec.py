@@ -66,9 +66,9 @@ def _decode(decoder: msgspec.json.Decoder[Any], data: Any) -> Any:
             path = f"{path}.parts[{part.group(1)}]"
         raise DecodeError(f"{text} at {path}", path=path) from None
     except msgspec.DecodeError as exc:
-        raise DecodeError(f"not valid JSON: {exc}", path="$") from None
+        raise DecodeError(f"not valid JSON: {exc} at $", path="$") from None
     except RecursionError:
-        raise DecodeError("JSON nested too deeply", path="$") from None
+        raise DecodeError("JSON nested too deeply at $", path="$") from None
     except TypeError as exc:  # not bytes or str at all
         raise DecodeError(f"cannot decode {type(data).__name__}: {exc}", path="$") from None
 

@@ -125,16 +125,20 @@ class ToolResult(_Part, frozen=True, tag="tool-result"):
     synthesized: bool = False
 
     def __post_init__(self) -> None:
-        if type(self.content) is not tuple:
-            content: Any = self.content
-            if isinstance(content, str):
-                content = (content,)
-            force_setattr(self, "content", tuple(Text(c) if isinstance(c, str) else c for c in content))
-        for item in self.content:
+        content: Any = self.content
+        if type(content) is tuple:
+            for item in content:  # the decode path: msgspec already built typed parts
+                if type(item) not in _RESULT_PART_TYPES:
+                    break
+            else:
+                return
+        if isinstance(content, str):
+            content = (content,)
+        content = tuple(Text(c) if isinstance(c, str) else c for c in content)
+        for item in content:
             if type(item) not in _RESULT_PART_TYPES:
-                raise UserError(
-                    f"tool result content takes Text, Image or Document, not {type(item).__name__}"
-                )
+                raise UserError(f"tool result content takes Text, Image or Document, not {type(item).__name__}")
+        force_setattr(self, "content", content)
 
     @property
     def text(self) -> str:
@@ -217,13 +221,19 @@ class Message(
 
     def __post_init__(self) -> None:
         parts: tuple[object, ...] = self.parts
+        allowed = _ALLOWED.get(self.role)
+        if type(parts) is tuple and allowed is not None:
+            for part in parts:  # the decode path: one type check per part
+                if type(part) not in allowed:
+                    break
+            else:
+                return
         if type(parts) is not tuple:
             given: Any = parts
             if isinstance(given, str | bytes):
                 raise UserError("Message parts must be a sequence of parts, not a string")
             parts = tuple[object, ...](given)
             force_setattr(self, "parts", parts)
-        allowed = _ALLOWED.get(self.role)
         if allowed is None:
             raise UserError(f"unknown role {self.role!r}; expected one of {', '.join(ROLES)}")
         for index, part in enumerate(parts):

@@ -1,0 +1,232 @@
+"""Agent loop speed: tether vs pydantic-ai (FunctionModel) vs the OpenAI Agents SDK (scripted Model).
+
+Each run: a supplied history of 0 / 1,000 / 10,000 messages from the shared generator, a prompt,
+then 10 tool steps (one call each, an async tool) and a final answer — 11 model requests. The
+scripted models do O(1) work per request. Reported: ms per run, ms per step (run / 11) and, for
+tether, the marginal cost of one step ((run with 10 steps - run with 0 steps) / 10), which shows
+that per-step work does not grow with the history.
+
+    python -m bench.agent            # full
+    python -m bench.agent --quick    # fewer repetitions
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from bench.generator import conversation
+from tether import Message, Reasoning, Text, ToolCall, assistant
+from tether.agent import Agent as TetherAgent
+from tether.history import normalize_history
+from tether.models.testing import FunctionInfo, FunctionModel
+
+STEPS = 10
+SIZES = (0, 1_000, 10_000)
+
+
+def history(n: int) -> list[Message]:
+    """The shared generator's history, repaired so every framework gets a valid conversation."""
+    return normalize_history(conversation(n, seed=7))[0] if n else []
+
+
+# -- tether -------------------------------------------------------------------------------------
+
+
+def tether_runner(steps: int) -> Callable[[list[Message]], Awaitable[Any]]:
+    async def step(i: int) -> str:
+        return f"step {i} ok"
+
+    counter = [0]
+
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> Message | str:
+        counter[0] += 1
+        if counter[0] <= steps:
+            return assistant(ToolCall(f"b{counter[0]}", "step", f'{{"i": {counter[0]}}}'))
+        return "done"
+
+    agent = TetherAgent(FunctionModel(reply), tools=[step], max_steps=steps + 5)
+
+    async def run(h: list[Message]) -> Any:
+        counter[0] = 0
+        result = await agent.run("go", history=h)
+        assert result.requests == steps + 1
+        return result
+
+    return run
+
+
+# -- pydantic-ai --------------------------------------------------------------------------------
+
+
+def pydantic_history(h: list[Message]) -> list[Any]:
+    from pydantic_ai import messages as pm
+
+    out: list[Any] = []
+    for m in h:
+        if m.role == "user":
+            out.append(pm.ModelRequest(parts=[pm.UserPromptPart(content=m.text)]))
+        elif m.role == "tool":
+            out.append(
+                pm.ModelRequest(
+                    parts=[
+                        pm.ToolReturnPart(tool_name=r.name, content=r.text, tool_call_id=r.call_id)
+                        for r in m.tool_results
+                    ]
+                )
+            )
+        elif m.role == "assistant":
+            parts: list[Any] = []
+            for p in m.parts:
+                if isinstance(p, Reasoning):
+                    parts.append(pm.ThinkingPart(content=p.text, signature=p.signature))
+                elif isinstance(p, Text):
+                    parts.append(pm.TextPart(content=p.text))
+                elif isinstance(p, ToolCall):
+                    parts.append(pm.ToolCallPart(tool_name=p.name, args=p.arguments, tool_call_id=p.id or ""))
+            out.append(pm.ModelResponse(parts=parts, model_name="bench-model"))
+    return out
+
+
+def pydantic_runner(steps: int) -> Callable[[list[Any]], Awaitable[Any]]:
+    from pydantic_ai import Agent
+    from pydantic_ai import messages as pm
+    from pydantic_ai.models.function import AgentInfo
+    from pydantic_ai.models.function import FunctionModel as PydanticFunctionModel
+
+    counter = [0]
+
+    def reply(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+        counter[0] += 1
+        if counter[0] <= steps:
+            call = pm.ToolCallPart(tool_name="step", args={"i": counter[0]}, tool_call_id=f"b{counter[0]}")
+            return pm.ModelResponse(parts=[call])
+        return pm.ModelResponse(parts=[pm.TextPart(content="done")])
+
+    agent = Agent(PydanticFunctionModel(reply))
+
+    @agent.tool_plain
+    async def step(i: int) -> str:
+        return f"step {i} ok"
+
+    async def run(h: list[Any]) -> Any:
+        counter[0] = 0
+        result = await agent.run("go", message_history=h)
+        assert result.output == "done"
+        return result
+
+    return run
+
+
+# -- OpenAI Agents SDK --------------------------------------------------------------------------
+
+
+def openai_items(h: list[Message]) -> list[Any]:
+    items: list[Any] = []
+    for m in h:
+        if m.role == "user":
+            items.append({"role": "user", "content": m.text})
+        elif m.role == "tool":
+            items.extend(
+                {"type": "function_call_output", "call_id": r.call_id, "output": r.text}
+                for r in m.tool_results
+            )
+        elif m.role == "assistant":
+            # reasoning is not replayed: the SDK needs provider item ids for it
+            if m.text:
+                items.append({"role": "assistant", "content": m.text})
+            items.extend(
+                {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in m.tool_calls
+            )
+    return items
+
+
+def openai_runner(steps: int) -> Callable[[list[Any]], Awaitable[Any]]:
+    from agents import Agent, Model, ModelResponse, Runner, Usage, function_tool, set_tracing_disabled
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+    set_tracing_disabled(True)
+    counter = [0]
+
+    class Scripted(Model):
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            counter[0] += 1
+            if counter[0] <= steps:
+                out: Any = ResponseFunctionToolCall(
+                    type="function_call",
+                    call_id=f"b{counter[0]}",
+                    name="step",
+                    arguments=f'{{"i": {counter[0]}}}',
+                    id=f"fc_{counter[0]}",
+                )
+            else:
+                out = ResponseOutputMessage(
+                    id="msg_1",
+                    type="message",
+                    role="assistant",
+                    status="completed",
+                    content=[ResponseOutputText(type="output_text", text="done", annotations=[])],
+                )
+            return ModelResponse(output=[out], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    @function_tool
+    async def step(i: int) -> str:
+        return f"step {i} ok"
+
+    agent = Agent(name="bench", model=Scripted(), tools=[step])
+
+    async def run(items: list[Any]) -> Any:
+        counter[0] = 0
+        result = await Runner.run(agent, [*items, {"role": "user", "content": "go"}], max_turns=steps + 5)
+        assert result.final_output == "done"
+        return result
+
+    return run
+
+
+# -- timing -------------------------------------------------------------------------------------
+
+
+async def measure(run: Callable[[Any], Awaitable[Any]], h: Any, repeat: int) -> float:
+    """Median seconds per run (after one warm-up run)."""
+    await run(h)
+    times: list[float] = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        await run(h)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+async def main(quick: bool) -> None:
+    print(f"{STEPS} tool steps + final answer ({STEPS + 1} requests); median per run")
+    print(f"{'history':>8} {'framework':<12} {'ms/run':>10} {'ms/step':>9} {'vs tether':>10}")
+    for n in SIZES:
+        h = history(n)
+        repeat = {0: 200, 1_000: 20, 10_000: 3}[n] // (4 if quick else 1) or 1
+        peer_repeat = {0: 50, 1_000: 5, 10_000: 2}[n] // (2 if quick else 1) or 1
+        t_tether = await measure(tether_runner(STEPS), h, repeat)
+        t_zero = await measure(tether_runner(0), h, repeat)
+        t_pyd = await measure(pydantic_runner(STEPS), pydantic_history(h), peer_repeat)
+        t_oai = await measure(openai_runner(STEPS), openai_items(h), peer_repeat)
+        per = STEPS + 1
+        for name, t in (("tether", t_tether), ("pydantic-ai", t_pyd), ("openai-agents", t_oai)):
+            ratio = "" if name == "tether" else f"{t / t_tether:>9.1f}x"
+            print(f"{n:>8} {name:<12} {t * 1e3:>10.2f} {t * 1e3 / per:>9.3f} {ratio:>10}")
+        marginal = (t_tether - t_zero) / STEPS
+        print(f"{n:>8} {'tether':<12} marginal step {marginal * 1e3:.3f} ms; run setup {t_zero * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    asyncio.run(main("--quick" in sys.argv))
+
+
+__all__ = ["history", "main"]

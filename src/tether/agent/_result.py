@@ -1,0 +1,118 @@
+"""``Result``: what a run returns, and the events a streamed run yields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeAlias, TypeVar, cast
+
+from tether.errors import UserError
+from tether.messages import Message, ToolCall, ToolResult, Usage
+
+from ._approvals import Deferred
+
+__all__ = [
+    "Event",
+    "MessageCompleted",
+    "ReasoningEvent",
+    "Result",
+    "RunCompleted",
+    "TextEvent",
+    "ToolCallFinished",
+    "ToolCallStarted",
+]
+
+Output = TypeVar("Output")
+MISSING: Any = object()
+"""The output of a run that has none (deferred)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Result(Generic[Output]):
+    """The outcome of a run.
+
+    ``messages`` is the canonical conversation (the supplied history as processed and repaired,
+    then everything this run added); chain with ``agent.run("...", history=result.messages)``.
+    ``new_messages`` is what this run added, each stamped with ``run_id`` and
+    ``conversation_id``. ``repair`` is the report of the repair applied to the supplied history
+    (``tether.history.HistoryRepair``). When ``deferred`` is set the run stopped for approvals or
+    external results and has no ``output``.
+    """
+
+    messages: tuple[Message, ...]
+    new_messages: tuple[Message, ...]
+    usage: Usage
+    requests: int
+    tool_executions: int
+    run_id: str
+    conversation_id: str
+    deferred: Deferred | None = None
+    repair: Any = None
+    _output: Any = field(default=MISSING, repr=False)
+
+    @property
+    def output(self) -> Output:
+        """The validated output (``str`` for text agents). Raises when the run was deferred."""
+        if self._output is MISSING:
+            raise UserError(
+                "the run ended with pending tool calls (result.deferred); resume it with "
+                "agent.run(history=result.messages, deferred=DeferredResults(...))"
+            )
+        return cast(Output, self._output)
+
+
+@dataclass(frozen=True, slots=True)
+class _EventBase:
+    run_id: str
+    conversation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextEvent(_EventBase):
+    """A piece of assistant text; ``index`` is the part index in the message being built."""
+
+    step: int
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningEvent(_EventBase):
+    """A piece of reasoning text."""
+
+    step: int
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted(_EventBase):
+    """A tool begins executing."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished(_EventBase):
+    """A call received its result (executed, failed validation, denied or synthesized)."""
+
+    call: ToolCall
+    result: ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCompleted(_EventBase):
+    """A message was added to the conversation (stamped with the run's ids)."""
+
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class RunCompleted(_EventBase):
+    """The last event: the same ``Result`` that ``run`` returns."""
+
+    result: Result[Any]
+
+
+Event: TypeAlias = (
+    TextEvent | ReasoningEvent | ToolCallStarted | ToolCallFinished | MessageCompleted | RunCompleted
+)

@@ -1,0 +1,168 @@
+"""JSON Schema and validation for Python types: tool parameters and structured output.
+
+msgspec derives the schema and validates (dataclasses, TypedDicts, msgspec Structs, attrs,
+builtins). pydantic models are handled through hooks, without importing pydantic: a class with
+``model_json_schema`` and ``model_validate`` is treated as a pydantic model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, cast
+
+import msgspec
+
+__all__ = [
+    "Validator",
+    "describe_validation_error",
+    "doc_parts",
+    "is_pydantic_model",
+    "to_jsonable",
+]
+
+
+def is_pydantic_model(tp: object) -> bool:
+    """True for a pydantic ``BaseModel`` subclass (duck-typed: pydantic is optional)."""
+    return isinstance(tp, type) and hasattr(tp, "model_json_schema") and hasattr(tp, "model_validate")
+
+
+class _Hooks:
+    """msgspec hooks for pydantic models, collecting their ``$defs`` while building a schema."""
+
+    def __init__(self) -> None:
+        self.defs: dict[str, Any] = {}
+
+    def schema_hook(self, tp: type) -> dict[str, Any]:
+        if is_pydantic_model(tp):
+            schema = dict(cast(Any, tp).model_json_schema())
+            self.defs.update(schema.pop("$defs", {}))
+            return schema
+        raise NotImplementedError
+
+    @staticmethod
+    def dec_hook(tp: type, obj: Any) -> Any:
+        if is_pydantic_model(tp):
+            return cast(Any, tp).model_validate(obj)
+        raise NotImplementedError
+
+
+def _enc_hook(obj: Any) -> Any:
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    raise NotImplementedError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+def to_jsonable(value: Any) -> Any:
+    """A value (dataclass, Struct, pydantic model, builtins) as plain JSON-compatible data."""
+    return msgspec.to_builtins(value, enc_hook=_enc_hook)
+
+
+_json_encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
+
+
+def dumps_json(value: Any) -> str:
+    """A value as JSON text (pydantic models through ``model_dump``)."""
+    return _json_encoder.encode(value).decode()
+
+
+class Validator:
+    """Validates a JSON object against one type and produces that type's JSON Schema.
+
+    ``tp`` is any type msgspec understands, or a pydantic model. ``schema`` is an inline object
+    schema (``$defs`` at its top when needed), without titles on the root.
+    """
+
+    __slots__ = ("_decoder", "schema", "type")
+
+    def __init__(self, tp: Any) -> None:
+        self.type = tp
+        hooks = _Hooks()
+        try:
+            (ref,), components = msgspec.json.schema_components(
+                [tp], schema_hook=hooks.schema_hook, ref_template="#/$defs/{name}"
+            )
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"cannot derive a JSON Schema for {tp!r}: {exc}") from None
+        components.update(hooks.defs)
+        schema = dict(ref)
+        name = _ref_name(schema)
+        if name is not None:
+            schema = dict(components.pop(name))
+        schema.pop("title", None)
+        if components:
+            schema["$defs"] = components
+        self.schema: dict[str, Any] = schema
+        self._decoder = msgspec.json.Decoder(tp, dec_hook=hooks.dec_hook)
+
+    def validate_python(self, obj: Any) -> Any:
+        """Convert already-parsed JSON data to the type; raises ``msgspec.ValidationError``."""
+        return msgspec.convert(obj, self.type, dec_hook=_Hooks.dec_hook)
+
+    def validate_json(self, text: str | bytes) -> Any:
+        """Parse and convert JSON text; raises ``msgspec.ValidationError`` or ``DecodeError``."""
+        return self._decoder.decode(text)
+
+
+def _ref_name(schema: dict[str, Any]) -> str | None:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) == 1:
+        return ref[len("#/$defs/") :]
+    return None
+
+
+def describe_validation_error(exc: BaseException) -> str:
+    """A short, model-readable explanation of a validation failure."""
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$")
+_ARG_WORDS = frozenset({"args", "arguments", "parameters", "params"})
+_GOOGLE_ARG = re.compile(r"^\s+\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_NUMPY_ARG = re.compile(r"^(\w+)\s*(?::.*)?$")
+_SPHINX_ARG = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
+_NUMPY_RULE = re.compile(r"^-{3,}\s*$")
+
+
+def doc_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+    """(summary, parameter descriptions) from a Google, Sphinx or NumPy style docstring."""
+    lines = (inspect.getdoc(fn) or "").splitlines()
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    style = ""  # "" summary, "google"/"numpy"/"sphinx" inside parameters, "other" elsewhere
+    current = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        section = _SECTION.match(line)
+        sphinx = _SPHINX_ARG.match(line)
+        if sphinx:
+            style, current = "sphinx", sphinx.group(1)
+            params[current] = sphinx.group(2).strip()
+        elif line.startswith(":"):
+            style, current = "other", ""
+        elif line.strip() and _NUMPY_RULE.match(nxt):
+            style = "numpy" if line.strip().lower() in _ARG_WORDS else "other"
+            current = ""
+            i += 1
+        elif section:
+            style = "google" if section.group(1).lower() in _ARG_WORDS else "other"
+            current = ""
+        elif not style:
+            summary.append(line)
+        elif style in ("google", "numpy"):
+            head = _GOOGLE_ARG.match(line) if style == "google" else _NUMPY_ARG.match(line)
+            indent = len(line) - len(line.lstrip())
+            if head and (style == "numpy" or indent <= 4):
+                current = head.group(1)
+                params[current] = head.group(2).strip() if style == "google" else ""
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+        elif style == "sphinx" and current and line.strip():
+            params[current] = f"{params[current]} {line.strip()}".strip()
+        i += 1
+    return "\n".join(summary).strip(), params

@@ -1,0 +1,383 @@
+"""``tether chat``: an interactive, streaming, stored conversation.
+
+Every turn is appended to the SQLite store as one batch. Ctrl-C during a reply cancels the run:
+the prompt, any completed tool steps and the text streamed so far (an assistant message with
+stop reason ``canceled``) are stored, and the next prompt continues from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tether.agent import Agent
+from tether.cli._common import fail, out_console
+from tether.cli._demo_tools import DEMO_TOOLS
+from tether.cli._formats import export_messages
+from tether.cli._history import build_processor
+from tether.cli._model import resolve_model
+from tether.cli._render import render_messages
+from tether.cli._store import (
+    DEFAULT_OWNER,
+    DbOpt,
+    OwnerOpt,
+    default_db_path,
+    open_store,
+    resolve_conversation,
+)
+from tether.cli._stream import StreamPrinter, TurnOutcome, run_turn
+from tether.errors import ConflictError
+from tether.messages import Message, new_id
+from tether.models import Model
+from tether.stores import Store
+
+__all__ = ["SLASH_COMMANDS", "ChatSession", "chat"]
+
+SLASH_COMMANDS: dict[str, str] = {
+    "/history": "show this conversation so far",
+    "/ids": "show the conversation id, the last run id, the database and the model",
+    "/fork": "continue in a copy of this conversation under a new id",
+    "/export FILE [FORMAT]": "write this conversation to FILE (tether JSON or a tether.convert format)",
+    "/help": "list these commands",
+    "/quit": "leave (Ctrl-D works too)",
+}
+
+
+class ChatSession:
+    """One chat: an agent, a store and the conversation being continued."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent[Any, str],
+        model: Model,
+        store: Store,
+        owner: str,
+        conversation_id: str,
+        messages: list[Message],
+        version: int,
+        exists: bool,
+        console: Console,
+        db_label: str,
+    ) -> None:
+        self.agent = agent
+        self.model = model
+        self.store = store
+        self.owner = owner
+        self.conversation_id = conversation_id
+        self.messages = messages
+        self.version = version
+        self.exists = exists
+        self.console = console
+        self.db_label = db_label
+        self.last_run_id: str | None = None
+        self.turns = 0
+
+    # -- turns -----------------------------------------------------------------------------------
+    async def send(self, prompt: str) -> TurnOutcome:
+        """Run one turn, streaming it to the console, and store what it produced."""
+        printer = StreamPrinter(self.console)
+        outcome = await run_turn(
+            self.agent,
+            prompt,
+            history=self.messages,
+            conversation_id=self.conversation_id,
+            printer=printer,
+            model_name=self.model.name,
+            waiting="thinking…" if self.turns else "loading the model, thinking…",
+        )
+        self.turns += 1
+        self.last_run_id = outcome.run_id
+        if outcome.new_messages:
+            await self._store(outcome.new_messages)
+        if outcome.canceled:
+            self.console.print("[yellow]⏹ reply canceled; the partial turn is stored.[/]")
+        elif outcome.error is not None:
+            self.console.print(f"[red]run failed:[/] {escape(outcome.error)}")
+        self.console.print(f"[dim]conversation {self.conversation_id} · run {outcome.run_id}[/]")
+        return outcome
+
+    async def _store(self, new: list[Message]) -> None:
+        if not self.exists:
+            await self.store.create(self.owner, self.conversation_id, exist_ok=True)
+            self.exists = True
+        try:
+            self.version = await self.store.append(
+                self.owner, self.conversation_id, new, expected_version=self.version
+            )
+        except ConflictError:
+            # another process wrote to this conversation meanwhile: keep this turn anyway, then reload
+            self.console.print("[yellow]the conversation changed in another session; reloading it[/]")
+            await self.store.append(self.owner, self.conversation_id, new)
+            loaded = await self.store.load(self.owner, self.conversation_id)
+            self.messages, self.version = list(loaded.messages), loaded.version
+            return
+        self.messages.extend(new)
+
+    # -- slash commands ---------------------------------------------------------------------------
+    async def command(self, line: str) -> bool:
+        """Run a slash command; False means leave the session."""
+        name, _, rest = line.strip().partition(" ")
+        arg = rest.strip()
+        if name in ("/quit", "/exit", "/q"):
+            return False
+        if name == "/history":
+            if not self.messages:
+                self.console.print("[dim](no messages yet)[/]")
+            render_messages(self.console, self.messages)
+        elif name == "/ids":
+            self.console.print(f"conversation {self.conversation_id}")
+            self.console.print(f"last run     {self.last_run_id or '-'}")
+            self.console.print(f"database     {escape(self.db_label)}")
+            self.console.print(f"model        {escape(self.model.name)}")
+        elif name == "/fork":
+            await self.fork()
+        elif name == "/export":
+            self.export(arg)
+        elif name == "/help":
+            for usage, text in SLASH_COMMANDS.items():
+                self.console.print(f"  [bold]{escape(usage)}[/]  {text}")
+        else:
+            self.console.print(f"[red]unknown command {escape(name)}[/]; /help lists the commands")
+        return True
+
+    async def fork(self) -> None:
+        """Continue in a copy: the stored conversation is forked (or, before the first turn, a new
+        id is simply taken)."""
+        old = self.conversation_id
+        if self.exists:
+            self.conversation_id = await self.store.fork(self.owner, old)
+            loaded = await self.store.load(self.owner, self.conversation_id)
+            self.messages, self.version = list(loaded.messages), loaded.version
+        else:
+            self.conversation_id = new_id()
+        self.console.print(f"forked {old} → [bold]{self.conversation_id}[/]")
+
+    def export(self, arg: str) -> None:
+        """``/export FILE [FORMAT]``."""
+        file, _, fmt = arg.partition(" ")
+        if not file:
+            self.console.print("[red]usage: /export FILE [FORMAT][/]")
+            return
+        try:
+            data, report = export_messages(self.messages, fmt.strip() or "tether")
+            Path(file).expanduser().write_bytes(data)
+        except Exception as exc:  # an interactive session reports and goes on
+            self.console.print(f"[red]export failed:[/] {escape(str(exc))}")
+            return
+        losses = len(report.losses) if report else 0
+        self.console.print(
+            f"wrote {len(self.messages)} messages to {escape(file)} ({losses} losses reported)"
+        )
+
+
+def _read_line(console: Console, prompt: str) -> str | None:
+    try:
+        return console.input(prompt)
+    except EOFError:
+        return None
+
+
+def _interactive(runner: asyncio.Runner, session: ChatSession) -> None:
+    """The prompt loop. Input is read synchronously (Ctrl-C there just clears the line); each turn
+    runs on the same event loop, where asyncio turns Ctrl-C into cancelling that turn only."""
+    console = session.console
+    console.print("[dim]/help lists commands · Ctrl-C cancels a reply · /quit or Ctrl-D leaves[/]")
+    while True:
+        try:
+            line = _read_line(console, "[bold cyan]you>[/] ")
+        except KeyboardInterrupt:
+            console.print("\n[dim](use /quit or Ctrl-D to leave)[/]")
+            continue
+        if line is None:
+            console.print()
+            return
+        if not line.strip():
+            continue
+        if line.startswith("/"):
+            if not runner.run(session.command(line)):
+                return
+            continue
+        runner.run(session.send(line))
+
+
+async def _open_session(
+    *,
+    stack: contextlib.AsyncExitStack,
+    console: Console,
+    model: Model,
+    agent: Agent[Any, str],
+    db: Path | None,
+    owner: str,
+    resume: bool,
+    cid: str | None,
+    fork: bool,
+) -> tuple[ChatSession, str]:
+    store = await stack.enter_async_context(open_store(db))
+    messages: list[Message] = []
+    version = 0
+    exists = False
+    if resume or cid:
+        conversation_id = await resolve_conversation(store, owner, cid)
+        state = "continued"
+        if fork:
+            source = conversation_id
+            conversation_id = await store.fork(owner, source)
+            state = f"forked from {source}"
+        loaded = await store.load(owner, conversation_id)
+        messages, version, exists = list(loaded.messages), loaded.version, True
+        state += f", {version} messages"
+    else:
+        conversation_id = new_id()
+        state = "new"
+    session = ChatSession(
+        agent=agent,
+        model=model,
+        store=store,
+        owner=owner,
+        conversation_id=conversation_id,
+        messages=messages,
+        version=version,
+        exists=exists,
+        console=console,
+        db_label=str(db) if db is not None else str(default_db_path()),
+    )
+    return session, state
+
+
+def _chat(
+    *,
+    prompt: str | None,
+    model_spec: str | None,
+    db: Path | None,
+    owner: str,
+    resume: bool,
+    cid: str | None,
+    fork: bool,
+    instructions: str | None,
+    max_messages: int | None,
+    budget: int | None,
+    tools: bool,
+) -> int:
+    console = out_console()
+    if resume and cid:
+        fail("give either -c/--continue or --cid, not both")
+    if fork and not (resume or cid):
+        fail("--fork needs -c/--continue or --cid (which conversation to copy)")
+    processor = build_processor(max_messages, budget)
+    with console.status("loading model…", spinner="dots"):
+        model = resolve_model(model_spec)
+    agent: Agent[Any, str] = Agent(
+        model,
+        instructions=instructions,
+        tools=DEMO_TOOLS if tools else (),
+        history_processor=processor,
+    )
+    with asyncio.Runner() as runner:
+        stack = contextlib.AsyncExitStack()
+        try:
+            session, state = runner.run(
+                _open_session(
+                    stack=stack,
+                    console=console,
+                    model=model,
+                    agent=agent,
+                    db=db,
+                    owner=owner,
+                    resume=resume,
+                    cid=cid,
+                    fork=fork,
+                )
+            )
+            console.print(
+                f"[bold]tether chat[/] · model [bold]{escape(model.name)}[/] · conversation "
+                f"[bold]{session.conversation_id}[/] ({escape(state)})"
+            )
+            if prompt is not None:
+                outcome = runner.run(session.send(prompt))
+                return 1 if outcome.error is not None else 0
+            _interactive(runner, session)
+        finally:
+            runner.run(stack.aclose())
+    return 0
+
+
+def chat(
+    prompt: Annotated[
+        str | None,
+        typer.Argument(
+            help="Send this one message, print the reply and exit (no interactive session).",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            envvar="TETHER_MODEL",
+            help="provider:model (openai:…, anthropic:…, google:…, local, test); default: the bundled "
+            "local model. API keys come from the provider's usual environment variable.",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOpt = None,
+    owner: OwnerOpt = DEFAULT_OWNER,
+    resume: Annotated[
+        bool, typer.Option("--continue", "-c", help="Continue the most recent conversation.")
+    ] = False,
+    cid: Annotated[
+        str | None,
+        typer.Option(
+            "--cid", help="Continue the conversation with this id (or unique id prefix).", show_default=False
+        ),
+    ] = None,
+    fork: Annotated[
+        bool, typer.Option("--fork", help="With -c/--cid: continue in a copy under a new conversation id.")
+    ] = False,
+    instructions: Annotated[
+        str | None,
+        typer.Option(
+            "--instructions", "-s", help="Instructions (system prompt) for every reply.", show_default=False
+        ),
+    ] = None,
+    max_messages: Annotated[
+        int | None,
+        typer.Option(
+            "--max-messages", help="Send only the newest N stored messages, plus the prompt (trim_history).", show_default=False
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            help="Send only the newest stored messages within TOKENS, plus the prompt (budget_history).",
+            show_default=False,
+        ),
+    ] = None,
+    tools: Annotated[
+        bool, typer.Option("--tools", help="Give the model the demo tools: current_time and calculator.")
+    ] = False,
+) -> None:
+    """Chat with a model; every turn is stored and a conversation survives restarts."""
+    code = _chat(
+        prompt=prompt,
+        model_spec=model,
+        db=db,
+        owner=owner,
+        resume=resume,
+        cid=cid,
+        fork=fork,
+        instructions=instructions,
+        max_messages=max_messages,
+        budget=budget,
+        tools=tools,
+    )
+    if code:
+        raise typer.Exit(code)

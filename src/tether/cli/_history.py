@@ -1,0 +1,170 @@
+"""``tether history …``: check, normalize, sanitize, trim and convert history files."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Annotated, Any
+
+import typer
+
+from tether.cli._common import (
+    EXIT_PROBLEMS,
+    dump_history,
+    err_console,
+    fail,
+    load_history,
+    out_console,
+    print_json,
+    read_input,
+    to_jsonable,
+    write_output,
+)
+from tether.cli._formats import export_messages, import_messages
+from tether.cli._render import render_report
+from tether.history import (
+    approximate_counter,
+    budget_history,
+    check_history,
+    normalize_history,
+    sanitize_history,
+    trim_history,
+)
+from tether.messages import Message
+
+__all__ = ["history_app"]
+
+history_app = typer.Typer(
+    help="Check, repair, sanitize, trim and convert history files (tether JSON unless --from says "
+    "otherwise). FILE may be - for standard input.",
+    no_args_is_help=True,
+)
+
+FileArg = Annotated[str, typer.Argument(help="History file to read; - reads standard input.", metavar="FILE")]
+OutOpt = Annotated[
+    str, typer.Option("--output", "-o", help="Where to write the resulting history; - (default) is stdout.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON for programs.")]
+
+
+def _emit_report(title: str, report: dict[str, Any], *, as_json: bool, output: str | None) -> None:
+    """Reports go to stdout, unless the history itself is being written there: then stderr."""
+    to_err = output == "-"
+    if as_json:
+        print_json(report, err=to_err)
+    else:
+        render_report(err_console() if to_err else out_console(), title, report)
+
+
+@history_app.command("check")
+def check(file: FileArg, as_json: JsonOpt = False) -> None:
+    """Report pairing problems and what normalize would repair. Exit code 1 when repairs are needed."""
+    history = load_history(file)
+    problems = check_history(history)
+    _, repair = normalize_history(history)
+    needs_repair = bool(problems) or bool(repair.changed)
+    report: dict[str, Any] = {
+        "messages": len(history),
+        "needs_repair": needs_repair,
+        "problems": to_jsonable(problems),
+        "repair": to_jsonable(repair),
+    }
+    _emit_report(f"{file}: {'needs repair' if needs_repair else 'ok'}", report, as_json=as_json, output=None)
+    if needs_repair:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@history_app.command("normalize")
+def normalize(file: FileArg, output: OutOpt = "-", as_json: JsonOpt = False) -> None:
+    """Repair tool-call pairing (synthesize missing results, drop orphans) and print the repair report."""
+    history = load_history(file)
+    repaired, repair = normalize_history(history)
+    write_output(output, dump_history(repaired))
+    _emit_report("repair", to_jsonable(repair), as_json=as_json, output=output)
+
+
+@history_app.command("sanitize")
+def sanitize(file: FileArg, output: OutOpt = "-", as_json: JsonOpt = False) -> None:
+    """Clean untrusted history: drop system prompts and unsafe URL parts, repair pairing; print the report."""
+    history = load_history(file)
+    cleaned, report = sanitize_history(history)
+    write_output(output, dump_history(cleaned))
+    _emit_report("sanitize", to_jsonable(report), as_json=as_json, output=output)
+
+
+async def apply_processor(processor: Any, history: list[Message]) -> list[Message]:
+    """Run a history processor (sync or async) over ``history``."""
+    result = processor(history)
+    if inspect.isawaitable(result):
+        result = await result
+    return list(result)
+
+
+def build_processor(max_messages: int | None, budget: int | None) -> Any:
+    """``trim_history`` or ``budget_history`` from the command-line options (at most one)."""
+    if max_messages is not None and budget is not None:
+        fail("give either --max-messages or --budget, not both")
+    if max_messages is not None:
+        if max_messages < 1:
+            fail("--max-messages must be at least 1")
+        return trim_history(max_messages)
+    if budget is not None:
+        if budget < 1:
+            fail("--budget must be at least 1 token")
+        return budget_history(approximate_counter(), budget)
+    return None
+
+
+@history_app.command("trim")
+def trim(
+    file: FileArg,
+    max_messages: Annotated[
+        int | None, typer.Option("--max-messages", "-n", help="Keep the newest N messages (trim_history).")
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", "-b", help="Keep the newest messages within TOKENS approximate tokens."),
+    ] = None,
+    output: OutOpt = "-",
+    as_json: JsonOpt = False,
+) -> None:
+    """Keep the newest messages (by count or token budget) without splitting a tool call from its result."""
+    processor = build_processor(max_messages, budget)
+    if processor is None:
+        fail("give --max-messages N or --budget TOKENS")
+    history = load_history(file)
+    kept = asyncio.run(apply_processor(processor, history))
+    write_output(output, dump_history(kept))
+    report: dict[str, Any] = {
+        "messages": len(history),
+        "kept": len(kept),
+        "dropped": len(history) - len(kept),
+    }
+    _emit_report("trim", report, as_json=as_json, output=output)
+
+
+@history_app.command("convert")
+def convert(
+    file: FileArg,
+    source: Annotated[
+        str, typer.Option("--from", "-f", help="Input format: tether or a tether.convert format name.")
+    ] = "tether",
+    target: Annotated[
+        str, typer.Option("--to", "-t", help="Output format: tether or a tether.convert format name.")
+    ] = "tether",
+    output: OutOpt = "-",
+    as_json: JsonOpt = False,
+) -> None:
+    """Convert a transcript between tether JSON and provider/peer formats, with the loss report."""
+    data = read_input(file)
+    messages, import_report = import_messages(data, source, name="stdin" if file == "-" else file)
+    payload, export_report = export_messages(messages, target)
+    write_output(output, payload)
+    report: dict[str, Any] = {
+        "from": source,
+        "to": target,
+        "messages": len(messages),
+        "import_losses": to_jsonable(import_report)["losses"] if import_report else [],
+        "export_losses": to_jsonable(export_report)["losses"] if export_report else [],
+    }
+    _emit_report("conversion", report, as_json=as_json, output=output)

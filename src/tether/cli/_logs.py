@@ -1,0 +1,140 @@
+"""``tether logs …``: list, show and export stored conversations."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from tether.cli._common import err_console, out_console, print_json, to_jsonable, write_output
+from tether.cli._formats import export_messages
+from tether.cli._render import preview, render_messages, render_report
+from tether.cli._store import DEFAULT_OWNER, DbOpt, OwnerOpt, open_store, resolve_conversation
+from tether.messages import dumps
+
+__all__ = ["logs_app"]
+
+logs_app = typer.Typer(
+    help="Browse the conversations stored by tether chat (or any SQLite store).", no_args_is_help=True
+)
+
+CidArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="Conversation id or a unique prefix of one; the most recent when omitted.", show_default=False
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs.")]
+
+
+@logs_app.command("list")
+def list_conversations(
+    db: DbOpt = None,
+    owner: OwnerOpt = DEFAULT_OWNER,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N conversations.", min=1)] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """List conversations, most recently updated first, with the first prompt, message count and model."""
+
+    async def run() -> list[Any]:
+        async with open_store(db, create=False) as store:
+            return list(await store.conversations(owner, limit=limit))
+
+    infos = asyncio.run(run())
+    if as_json:
+        print_json(
+            [
+                {
+                    "conversation_id": i.conversation_id,
+                    "updated_at": i.updated_at.isoformat(),
+                    "created_at": i.created_at.isoformat(),
+                    "messages": i.message_count,
+                    "model": i.last_model,
+                    "preview": i.preview,
+                    "forked_from": to_jsonable(i.forked_from),
+                }
+                for i in infos
+            ]
+        )
+        return
+    console = out_console()
+    if not infos:
+        console.print("no conversations yet (start one with: tether chat)")
+        return
+    table = Table(show_edge=False)
+    for column in ("conversation", "updated (UTC)", "messages", "model", "first prompt"):
+        table.add_column(column, no_wrap=column != "first prompt")
+    for info in infos:
+        table.add_row(
+            info.conversation_id,
+            info.updated_at.strftime("%Y-%m-%d %H:%M"),
+            str(info.message_count),
+            escape(info.last_model or "-"),
+            escape(preview(info.preview or "")),
+        )
+    console.print(table)
+
+
+@logs_app.command("show")
+def show(
+    conversation: CidArg = None,
+    db: DbOpt = None,
+    owner: OwnerOpt = DEFAULT_OWNER,
+    reasoning: Annotated[
+        bool, typer.Option("--reasoning", help="Expand reasoning instead of collapsing it.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one conversation: text, tool calls and results, reasoning collapsed."""
+
+    async def run() -> tuple[str, Any]:
+        async with open_store(db, create=False) as store:
+            cid = await resolve_conversation(store, owner, conversation)
+            return cid, await store.load(owner, cid)
+
+    cid, loaded = asyncio.run(run())
+    if as_json:
+        write_output("-", dumps(loaded.messages))
+        return
+    console = out_console()
+    console.print(f"[bold]conversation[/] {cid}  [dim]({loaded.version} messages)[/]")
+    render_messages(console, loaded.messages, show_reasoning=reasoning)
+
+
+@logs_app.command("export")
+def export(
+    conversation: CidArg = None,
+    db: DbOpt = None,
+    owner: OwnerOpt = DEFAULT_OWNER,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="tether (JSON contract) or a tether.convert format name.")
+    ] = "tether",
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="File to write; - (default) is stdout.")
+    ] = "-",
+    as_json: JsonOpt = False,
+) -> None:
+    """Export one conversation as tether JSON or any tether.convert format, with the loss report."""
+
+    async def run() -> tuple[str, Any]:
+        async with open_store(db, create=False) as store:
+            cid = await resolve_conversation(store, owner, conversation)
+            return cid, await store.load(owner, cid)
+
+    cid, loaded = asyncio.run(run())
+    data, report = export_messages(loaded.messages, fmt)
+    write_output(output, data)
+    summary: dict[str, Any] = {
+        "conversation_id": cid,
+        "format": fmt,
+        "messages": len(loaded.messages),
+        "losses": to_jsonable(report)["losses"] if report else [],
+    }
+    to_err = output == "-"
+    if as_json:
+        print_json(summary, err=to_err)
+    else:
+        render_report(err_console() if to_err else out_console(), "export", summary)

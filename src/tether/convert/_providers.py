@@ -1,0 +1,173 @@
+"""Provider transcript formats: thin wrappers over the drivers' wire mappings.
+
+``from_<format>`` accepts the message list itself, a whole request body (``messages`` /
+``input`` / ``contents``), or its JSON text. A body's out-of-list system prompt (Responses
+``instructions``, Anthropic ``system``, Gemini ``systemInstruction``) becomes a leading ``system``
+message. ``to_<format>`` returns the message list; formats whose list has no system role
+(Anthropic, Gemini) drop system messages and say so in the report.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+import msgspec
+
+from tether.errors import DecodeError
+from tether.messages import Message, Text
+from tether.models.wire import ConversionReport
+from tether.models.wire import anthropic as anthropic_wire
+from tether.models.wire import gemini as gemini_wire
+from tether.models.wire import openai_chat as openai_chat_wire
+from tether.models.wire import openai_responses as openai_responses_wire
+
+__all__ = [
+    "from_anthropic",
+    "from_gemini",
+    "from_openai_chat",
+    "from_openai_responses",
+    "load_json",
+    "to_anthropic",
+    "to_gemini",
+    "to_openai_chat",
+    "to_openai_responses",
+]
+
+Decoder = Callable[[object], tuple[list[Message], ConversionReport]]
+
+
+def load_json(data: object) -> object:
+    """JSON text (``str``/``bytes``) parsed; anything else returned unchanged."""
+    if isinstance(data, str | bytes | bytearray):
+        try:
+            return msgspec.json.decode(data)
+        except msgspec.DecodeError as exc:
+            raise DecodeError(f"not valid JSON: {exc} at $", path="$") from None
+    return data
+
+
+def _import(
+    data: object, key: str, decode: Decoder, system: Callable[[Mapping[str, Any]], str | None]
+) -> tuple[list[Message], ConversionReport]:
+    data = load_json(data)
+    if not isinstance(data, Mapping):
+        return decode(data)
+    body = cast(Mapping[str, Any], data)
+    if key not in body:
+        raise DecodeError(f"a request body needs {key!r} at $.{key}", path=f"$.{key}")
+    try:
+        messages, report = decode(body[key])
+    except DecodeError as exc:
+        path = exc.path or "$"
+        moved = f"$.{key}{path[1:]}"
+        raise DecodeError(str(exc).replace(f" at {path}", f" at {moved}"), path=moved) from None
+    prompt = system(body)
+    if prompt is not None:
+        messages.insert(0, Message("system", (Text(prompt),)))
+    return messages, report
+
+
+def _fresh(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Wire encoders share dicts with their per-message cache: hand the caller its own copy.
+    return copy.deepcopy(items)
+
+
+def _text_prompt(value: object, path: str) -> str | None:
+    """A system prompt given as a string or as a list of ``{"text": …}`` blocks."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts: list[str] = []
+        for i, block in enumerate(cast(list[Any], value)):
+            text = cast(Mapping[str, Any], block).get("text") if isinstance(block, Mapping) else None
+            if not isinstance(text, str):
+                raise DecodeError(f"system block needs a 'text' string at {path}[{i}]", path=f"{path}[{i}]")
+            texts.append(text)
+        return "\n\n".join(texts)
+    raise DecodeError(f"system prompt must be a string or a list of text blocks at {path}", path=path)
+
+
+# -- OpenAI Chat Completions --------------------------------------------------------------------
+
+
+def from_openai_chat(data: object) -> tuple[list[Message], ConversionReport]:
+    """A Chat Completions ``messages`` list (or request body) → messages. System and developer
+    entries are already in the list and stay in place."""
+    return _import(data, "messages", openai_chat_wire.decode_messages, lambda _body: None)
+
+
+def to_openai_chat(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], ConversionReport]:
+    """Messages → a Chat Completions ``messages`` list (reasoning has no place there: reported)."""
+    items, report = openai_chat_wire.encode_messages(messages)
+    return _fresh(items), report
+
+
+# -- OpenAI Responses ---------------------------------------------------------------------------
+
+
+def _responses_input(data: object) -> tuple[list[Message], ConversionReport]:
+    if isinstance(data, str):  # `input` may be a bare string: one user message
+        return [Message("user", (Text(data),))], ConversionReport()
+    return openai_responses_wire.decode_messages(data)
+
+
+def from_openai_responses(data: object) -> tuple[list[Message], ConversionReport]:
+    """Responses ``input`` items (or a request body) → messages. A body's ``instructions``
+    becomes a leading system message."""
+    return _import(
+        data, "input", _responses_input, lambda body: _text_prompt(body.get("instructions"), "$.instructions")
+    )
+
+
+def to_openai_responses(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], ConversionReport]:
+    """Messages → Responses ``input`` items (system messages stay as ``system`` items)."""
+    return openai_responses_wire.encode_messages(messages)
+
+
+# -- Anthropic ----------------------------------------------------------------------------------
+
+
+def from_anthropic(data: object) -> tuple[list[Message], ConversionReport]:
+    """An Anthropic ``messages`` list (or request body) → messages. A body's ``system`` (string
+    or text blocks) becomes a leading system message."""
+    return _import(
+        data,
+        "messages",
+        anthropic_wire.decode_messages,
+        lambda body: _text_prompt(body.get("system"), "$.system"),
+    )
+
+
+def to_anthropic(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], ConversionReport]:
+    """Messages → an Anthropic ``messages`` list. System messages are dropped and reported (the
+    API takes them as the separate ``system`` field)."""
+    items, report = anthropic_wire.encode_messages(messages)
+    return _fresh(items), report
+
+
+# -- Gemini -------------------------------------------------------------------------------------
+
+
+def _gemini_system(body: Mapping[str, Any]) -> str | None:
+    key = "systemInstruction" if "systemInstruction" in body else "system_instruction"
+    value = body.get(key)
+    if isinstance(value, Mapping):
+        return _text_prompt(cast(Mapping[str, Any], value).get("parts"), f"$.{key}.parts")
+    return _text_prompt(value, f"$.{key}")
+
+
+def from_gemini(data: object) -> tuple[list[Message], ConversionReport]:
+    """A Gemini ``contents`` list (or request body) → messages. A body's ``systemInstruction``
+    becomes a leading system message."""
+    return _import(data, "contents", gemini_wire.decode_messages, _gemini_system)
+
+
+def to_gemini(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], ConversionReport]:
+    """Messages → Gemini ``contents``. System messages are dropped and reported (the API takes
+    them as ``systemInstruction``)."""
+    items, report = gemini_wire.encode_messages(messages)
+    return _fresh(items), report

@@ -1,0 +1,370 @@
+"""``sanitize_history``: the explicit boundary pass for history that arrives from outside.
+
+It drops system messages and media parts that point anywhere but ``http``/``https``, removes
+user and assistant messages left empty by those drops, repairs pairing, and bounds the work an
+untrusted caller can cause (``SanitizeLimits``). It never rewrites what it keeps.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+import msgspec
+from msgspec.structs import replace
+
+from tether.errors import HistoryTooLarge, UserError
+from tether.history._normalize import CallRef, HistoryRepair, normalize_history
+from tether.messages import Document, Image, Message, Reasoning, Text, ToolCall, ToolResult
+
+__all__ = [
+    "SanitizeLimits",
+    "SanitizeReport",
+    "UnsafePart",
+    "sanitize_history",
+    "url_scheme",
+]
+
+MediaKind: TypeAlias = Literal["image", "document"]
+
+_encoder = msgspec.json.Encoder()
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+# WHATWG URL parsing strips leading/trailing C0 controls and spaces and removes every tab and
+# newline before reading the scheme: do the same so "\tjava\nscript:" is seen as "javascript".
+_STRIP = "".join(chr(c) for c in range(0x21))
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
+_SAFE_SCHEMES = frozenset({"http", "https"})
+
+
+@dataclass(frozen=True, slots=True)
+class SanitizeLimits:
+    """Bounds on untrusted history; exceeding one raises ``HistoryTooLarge``.
+
+    Bytes are UTF-8 bytes of text (texts, reasoning and its signature, tool names, ids and
+    arguments, URLs) plus the raw bytes of inline media. ``max_part_bytes`` bounds each part
+    (and each item of a tool result's content) except inline media, which
+    ``max_inline_media_bytes`` bounds in total over the history.
+    """
+
+    max_messages: int = 10_000
+    max_total_bytes: int = 64 * 1024 * 1024
+    max_part_bytes: int = 1024 * 1024
+    max_inline_media_bytes: int = 32 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("max_messages", "max_total_bytes", "max_part_bytes", "max_inline_media_bytes"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                raise UserError(f"SanitizeLimits.{name} must be a non-negative int, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class UnsafePart:
+    """A media part dropped for its URL scheme. ``message``/``part`` index the history passed in;
+    ``content`` indexes a tool result's content when the part sat inside one. ``scheme`` is the
+    rejected scheme, lower-cased (``""`` when the URL has none)."""
+
+    message: int
+    part: int
+    kind: MediaKind
+    scheme: str
+    content: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SanitizeReport:
+    """What ``sanitize_history`` did, by index in the history passed in.
+
+    ``system_prompts``: system messages dropped. ``unsafe_parts``: media dropped for its scheme.
+    ``removed``: user/assistant messages removed because the drops left them empty. ``repair``:
+    the pairing repair of the same pass (indexes also refer to the history passed in).
+    """
+
+    system_prompts: int = 0
+    unsafe_parts: tuple[UnsafePart, ...] = ()
+    removed: tuple[int, ...] = ()
+    repair: HistoryRepair = field(default_factory=HistoryRepair)
+
+    @property
+    def changed(self) -> bool:
+        """True when the returned history differs from the one passed in."""
+        return bool(self.system_prompts or self.unsafe_parts or self.removed or self.repair.changed)
+
+    def to_dict(self) -> dict[str, object]:
+        """The report as plain JSON-ready data."""
+        return {
+            "changed": self.changed,
+            "system_prompts": self.system_prompts,
+            "unsafe_parts": self.unsafe_parts,
+            "removed": self.removed,
+            "repair": self.repair.to_dict(),
+        }
+
+    def to_json(self) -> bytes:
+        """The report as JSON."""
+        return _encoder.encode(self.to_dict())
+
+
+def url_scheme(url: str) -> str:
+    """The scheme of ``url`` as a browser would read it, lower-cased; ``""`` when there is none."""
+    cleaned = url.strip(_STRIP).translate(_TAB_NEWLINE)
+    match = _SCHEME.match(cleaned)
+    return match.group(1).lower() if match else ""
+
+
+def _where(i: int, k: int | None = None, c: int | None = None) -> str:
+    if k is None:
+        return f"message {i}"
+    return f"message {i}, part {k}" if c is None else f"message {i}, part {k}, content {c}"
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _too_big(size: int, limit: int, i: int, k: int, c: int | None = None) -> HistoryTooLarge:
+    return HistoryTooLarge(
+        f"a part of {size} bytes is over {limit}", limit="max_part_bytes", where=_where(i, k, c)
+    )
+
+
+def _size(text: str) -> int:
+    return len(text) if text.isascii() else _utf8(text)
+
+
+def _part_size(part: Text | Reasoning | ToolCall) -> int:
+    if isinstance(part, ToolCall):
+        size = _size(part.arguments) + _size(part.name) + (_size(part.id) if part.id else 0)
+    else:
+        size = _size(part.text)
+    signature = part.signature
+    return size + _size(signature) if signature else size
+
+
+class _Media:
+    """Inline-media accounting and the URL verdict for one media item."""
+
+    __slots__ = ("limit", "max_part", "total")
+
+    def __init__(self, limits: SanitizeLimits) -> None:
+        self.limit = limits.max_inline_media_bytes
+        self.max_part = limits.max_part_bytes
+        self.total = 0
+
+    def check(self, item: Image | Document, i: int, k: int, c: int | None = None) -> tuple[int, str | None]:
+        """(bytes counted, rejected scheme or ``None`` when the item is kept)."""
+        if item.data is not None:
+            size = len(item.data)
+            self.total += size
+            if self.total > self.limit:
+                raise HistoryTooLarge(
+                    f"inline media is over {self.limit} bytes",
+                    limit="max_inline_media_bytes",
+                    where=_where(i, k, c),
+                )
+            return size, None
+        url = item.url or ""
+        size = len(url) if url.isascii() else _utf8(url)
+        if size > self.max_part:
+            raise _too_big(size, self.max_part, i, k, c)
+        scheme = url_scheme(url)
+        return size, (None if scheme in _SAFE_SCHEMES else scheme)
+
+
+def _clean_result(
+    result: ToolResult, i: int, k: int, media: _Media, unsafe: list[UnsafePart]
+) -> tuple[int, ToolResult]:
+    """Media items of a tool result: (bytes counted, the result without unsafe items)."""
+    keep: list[Text | Image | Document] | None = None
+    size = 0
+    for c, item in enumerate(result.content):
+        if type(item) is not Text:
+            entry: Image | Document = item  # type: ignore[assignment]
+            n, scheme = media.check(entry, i, k, c)
+            size += n
+            if scheme is not None:
+                unsafe.append(UnsafePart(i, k, "image" if type(entry) is Image else "document", scheme, c))
+                if keep is None:
+                    keep = list(result.content[:c])
+                continue
+        if keep is not None:
+            keep.append(item)
+    return size, (result if keep is None else replace(result, content=tuple(keep)))
+
+
+def _slow_message(
+    m: Message, i: int, max_part: int, media: _Media, unsafe: list[UnsafePart]
+) -> tuple[int, list[object] | None]:
+    """The indexed pass over one message that needs attention (media, or a part over the limit):
+    (bytes counted, the kept parts or ``None`` when every part is kept). Raises on a limit."""
+    total = 0
+    keep: list[object] | None = None
+    for k, part in enumerate(m.parts):
+        tp = type(part)
+        if tp is ToolResult:
+            result: ToolResult = part  # type: ignore[assignment]
+            s = result.call_id
+            n = len(s) if s.isascii() else _utf8(s)
+            s = result.name
+            n += len(s) if s.isascii() else _utf8(s)
+            if n > max_part:
+                raise _too_big(n, max_part, i, k)
+            plain = True
+            for c, item in enumerate(result.content):
+                if type(item) is Text:
+                    s = item.text
+                    size = len(s) if s.isascii() else _utf8(s)
+                    if size > max_part:
+                        raise _too_big(size, max_part, i, k, c)
+                    n += size
+                else:
+                    plain = False
+            if not plain:
+                size, cleaned = _clean_result(result, i, k, media, unsafe)
+                n += size
+                if cleaned is not result:
+                    if keep is None:
+                        keep = list(m.parts[:k])
+                    part = cleaned
+        elif tp is Image or tp is Document:
+            n, scheme = media.check(part, i, k)  # type: ignore[arg-type]
+            if scheme is not None:
+                unsafe.append(UnsafePart(i, k, "image" if tp is Image else "document", scheme))
+                if keep is None:
+                    keep = list(m.parts[:k])
+                total += n
+                continue
+        else:
+            n = _part_size(part)  # type: ignore[arg-type]
+            if n > max_part:
+                raise _too_big(n, max_part, i, k)
+        total += n
+        if keep is not None:
+            keep.append(part)
+    return total, keep
+
+
+def sanitize_history(
+    history: Iterable[Message], *, limits: SanitizeLimits | None = None
+) -> tuple[list[Message], SanitizeReport]:
+    """Make untrusted history safe to run: see the module docstring and ADR 0002.
+
+    Raises ``HistoryTooLarge`` (naming the limit and the message/part) as soon as a limit is
+    crossed, before doing more work. Deterministic and idempotent.
+    """
+    limits = limits or _DEFAULT_LIMITS
+    msgs = history if isinstance(history, list | tuple) else list(history)
+    if len(msgs) > limits.max_messages:
+        raise HistoryTooLarge(
+            f"history has {len(msgs)} messages, over {limits.max_messages}",
+            limit="max_messages",
+            where=_where(limits.max_messages),
+        )
+    max_part = limits.max_part_bytes
+    max_total = limits.max_total_bytes
+    media = _Media(limits)
+    total = 0
+    unsafe: list[UnsafePart] = []
+    removed: list[int] = []
+    systems = 0
+    # Built only once a message is dropped or rebuilt: until then the output is ``msgs[:i]``.
+    kept: list[Message] | None = None
+    origin: list[int] | None = None  # origin[j]: index in ``msgs`` of kept[j]
+    for i, m in enumerate(msgs):
+        if type(m) is not Message:
+            raise UserError(f"history[{i}] is a {type(m).__name__}, not a Message")
+        # Fast pass: count bytes; anything unusual sends the message to the indexed pass.
+        n = 0
+        slow = False
+        for part in m.parts:
+            tp = type(part)
+            if tp is ToolResult:
+                result: ToolResult = part  # type: ignore[assignment]
+                s = result.call_id
+                x = len(s) if s.isascii() else _utf8(s)
+                s = result.name
+                x += len(s) if s.isascii() else _utf8(s)
+                slow = x > max_part
+                for item in result.content:
+                    if type(item) is Text:
+                        s = item.text
+                        size = len(s) if s.isascii() else _utf8(s)
+                        if size > max_part:
+                            slow = True
+                        x += size
+                    else:
+                        slow = True
+            elif tp is ToolCall:
+                call: ToolCall = part  # type: ignore[assignment]
+                s = call.arguments
+                x = len(s) if s.isascii() else _utf8(s)
+                s = call.name
+                x += len(s) if s.isascii() else _utf8(s)
+                s = call.id
+                if s:
+                    x += len(s) if s.isascii() else _utf8(s)
+                s = call.signature
+                if s:
+                    x += len(s) if s.isascii() else _utf8(s)
+                slow = x > max_part
+            elif tp is Text or tp is Reasoning:
+                text: Text | Reasoning = part  # type: ignore[assignment]
+                s = text.text
+                x = len(s) if s.isascii() else _utf8(s)
+                s = text.signature
+                if s:
+                    x += len(s) if s.isascii() else _utf8(s)
+                slow = x > max_part
+            else:
+                x = 0
+                slow = True
+            if slow:
+                break
+            n += x
+        keep: list[object] | None = None
+        if slow:
+            n, keep = _slow_message(m, i, max_part, media, unsafe)
+        total += n
+        if total > max_total:
+            raise HistoryTooLarge(
+                f"history is over {max_total} bytes", limit="max_total_bytes", where=_where(i)
+            )
+        if m.role == "system" or keep is not None:
+            if kept is None or origin is None:
+                kept, origin = list(msgs[:i]), list(range(i))
+            if m.role == "system":
+                systems += 1
+                continue
+            if keep is not None:
+                if not keep and m.role != "tool":
+                    removed.append(i)
+                    continue
+                m = replace(m, parts=tuple(keep))
+        if kept is not None and origin is not None:
+            kept.append(m)
+            origin.append(i)
+    out, repair = normalize_history(msgs if kept is None else kept)
+    if origin is not None and repair != _NO_REPAIR:
+        repair = _remap(repair, origin)
+    if not (systems or unsafe or removed or repair.changed):
+        return out, SanitizeReport(repair=repair)
+    return out, SanitizeReport(systems, tuple(unsafe), tuple(removed), repair)
+
+
+_DEFAULT_LIMITS = SanitizeLimits()
+_NO_REPAIR = HistoryRepair()
+
+
+def _remap(repair: HistoryRepair, origin: list[int]) -> HistoryRepair:
+    def refs(items: tuple[CallRef, ...]) -> tuple[CallRef, ...]:
+        return tuple(CallRef(origin[r.message], r.call_id, r.name, r.reason) for r in items)
+
+    return HistoryRepair(
+        refs(repair.synthesized),
+        refs(repair.dropped),
+        tuple(origin[i] for i in repair.removed),
+        refs(repair.truncated),
+        refs(repair.unpaired),
+    )

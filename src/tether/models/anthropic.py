@@ -1,0 +1,233 @@
+"""Anthropic Messages driver, through the official ``anthropic`` SDK (``tether[anthropic]``)::
+
+    AnthropicModel("claude-sonnet-4-5")
+    AnthropicModel("claude-sonnet-4-5", thinking={"type": "enabled", "budget_tokens": 2048})
+
+The wire format lives in :mod:`tether.models.wire.anthropic`; this module owns the connection,
+the request options, error mapping and streaming. Signed thinking is replayed unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from tether.errors import DecodeError, ModelError, ModelHTTPError, UnsupportedContent, UserError
+from tether.messages import Document, Message, ToolResult
+from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
+from tether.models._sdk import require
+from tether.models.wire._common import check_content
+from tether.models.wire.anthropic import (
+    PROFILES,
+    PROVIDER,
+    StreamAccumulator,
+    decode_response,
+    encode_messages,
+    profile_for,
+)
+
+if TYPE_CHECKING:
+    import anthropic
+else:
+    anthropic = require("anthropic", "anthropic", "the Anthropic driver")
+
+__all__ = ["PROFILES", "AnthropicModel", "profile_for"]
+
+DEFAULT_MAX_TOKENS = 4096
+"""``max_tokens`` is required by the Messages API; this is sent when settings give none."""
+
+_DOCUMENT_TYPES = ("application/pdf", "text/plain")
+
+
+def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters}
+    if tool.description:
+        entry["description"] = tool.description
+    if tool.strict is not None:
+        entry["strict"] = tool.strict
+    return entry
+
+
+def _check_documents(messages: Sequence[Message]) -> None:
+    """Anthropic takes PDF and plain-text documents only; anything else fails before any I/O."""
+    for mi, message in enumerate(messages):
+        for pi, part in enumerate(message.parts):
+            items = part.content if type(part) is ToolResult else (part,)
+            for item in items:
+                if (
+                    type(item) is Document
+                    and item.data is not None
+                    and item.media_type not in _DOCUMENT_TYPES
+                ):
+                    raise UnsupportedContent(
+                        f"Anthropic documents must be PDF or plain text, not {item.media_type}",
+                        message_index=mi,
+                        part_index=pi,
+                    )
+
+
+class AnthropicModel:
+    """A Claude model behind the Anthropic Messages API.
+
+    ``client`` may be a ready ``anthropic.AsyncAnthropic``; otherwise one is created on first use
+    from ``api_key`` (default ``ANTHROPIC_API_KEY``), ``base_url``, ``http_client`` and
+    ``max_retries`` (the SDK's retry policy). ``thinking`` is sent as the request's ``thinking``
+    option (e.g. ``{"type": "enabled", "budget_tokens": 2048}``). ``profile`` overrides the
+    declared capability profile.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        http_client: Any = None,
+        max_retries: int = 2,
+        thinking: dict[str, Any] | None = None,
+        profile: Profile | None = None,
+    ) -> None:
+        if not model:
+            raise UserError("AnthropicModel needs a model name")
+        self._model = model
+        self._profile = profile or profile_for(model)
+        self._api_key = api_key
+        self._base_url = base_url
+        self._client = client
+        self._http_client = http_client
+        self._max_retries = max_retries
+        self._thinking = thinking
+
+    @property
+    def name(self) -> str:
+        """``anthropic:model``."""
+        return f"{PROVIDER}:{self._model}"
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    def _sdk(self) -> anthropic.AsyncAnthropic:
+        if self._client is None:
+            key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
+            if key is None:
+                raise UserError(
+                    "the Anthropic driver needs an API key: set ANTHROPIC_API_KEY or pass api_key="
+                )
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key,
+                base_url=self._base_url,
+                http_client=self._http_client,
+                max_retries=self._max_retries,
+            )
+        return self._client
+
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for this call (no I/O).
+
+        Raises ``UnsupportedContent`` for a part the profile cannot take."""
+        check_content(messages, self._profile)
+        _check_documents(messages)
+        encoded, _report = encode_messages(messages, profile=self._profile)
+        s = settings or ModelSettings()
+        kwargs: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": s.max_tokens if s.max_tokens is not None else DEFAULT_MAX_TOKENS,
+            "messages": encoded,
+        }
+        if instructions:
+            kwargs["system"] = instructions
+        if tools:
+            kwargs["tools"] = [_tool_json(t) for t in tools]
+            if s.parallel_tool_calls is False:
+                kwargs["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+        if self._thinking is not None:
+            kwargs["thinking"] = self._thinking
+        if s.stop:
+            kwargs["stop_sequences"] = list(s.stop)
+        if s.timeout is not None:
+            kwargs["timeout"] = s.timeout
+        # Sampling options are not parameters of this SDK's ``create``: they travel in the body.
+        extra = {k: v for k, v in (("temperature", s.temperature), ("top_p", s.top_p)) if v is not None}
+        extra.update(s.extra)
+        if extra:
+            kwargs["extra_body"] = extra
+        return kwargs
+
+    def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, anthropic.APIStatusError):
+            return ModelHTTPError(
+                exc.message, status=exc.status_code, provider=PROVIDER, body=exc.response.text
+            )
+        return ModelError(f"{PROVIDER} request failed: {exc}", stage="model")
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """One non-streamed request. The raw JSON body is decoded, so signatures stay verbatim."""
+        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        create: Any = self._sdk().messages.with_raw_response.create
+        try:
+            raw = await create(**kwargs)
+        except anthropic.APIError as exc:
+            raise self._error(exc) from exc
+        try:
+            body = msgspec.json.decode(await raw.read())
+            if not isinstance(body, dict):
+                raise DecodeError("response body is not a JSON object", path="$")
+            return decode_response(body)  # pyright: ignore[reportUnknownArgumentType]
+        except (msgspec.DecodeError, DecodeError) as exc:
+            raise ModelError(f"{PROVIDER} returned a malformed response: {exc}", stage="model") from exc
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """One streamed request: deltas, then the same ``ModelResponse`` ``generate`` would give.
+
+        A stream that ends before ``message_stop`` raises ``ModelError``; an ``error`` event
+        raises ``ModelHTTPError``; cancelling the consumer closes the HTTP stream."""
+        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        create: Any = self._sdk().messages.create
+        accumulator = StreamAccumulator()
+        try:
+            events = await create(**kwargs, stream=True)
+        except anthropic.APIError as exc:
+            raise self._error(exc) from exc
+        try:
+            async for event in events:
+                for delta in accumulator.feed(event.model_dump(mode="json", exclude_unset=True)):
+                    yield delta
+        except anthropic.APIError as exc:
+            raise self._error(exc) from exc
+        except DecodeError as exc:
+            raise ModelError(f"{PROVIDER} streamed a malformed event: {exc}", stage="model") from exc
+        finally:
+            await events.close()
+        if not accumulator.finished:
+            raise ModelError(f"{PROVIDER} stream ended before message_stop", stage="model")
+        try:
+            response = accumulator.result()
+        except DecodeError as exc:
+            raise ModelError(f"{PROVIDER} streamed a malformed response: {exc}", stage="model") from exc
+        yield response

@@ -1,0 +1,210 @@
+"""Google Gemini driver, through the official ``google-genai`` SDK (``tether[google]``)::
+
+    GeminiModel("gemini-2.5-flash")
+    GeminiModel("gemini-2.5-pro", http_options={"base_url": "http://127.0.0.1:8080"})
+
+The wire format lives in :mod:`tether.models.wire.gemini`; this module owns the connection, the
+request options, error mapping and streaming. Thought signatures on calls and text are replayed
+byte for byte (the SDK turns the base64 text back into the exact bytes it received).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import pydantic
+
+from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
+from tether.messages import Message
+from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
+from tether.models._sdk import require
+from tether.models.wire._common import check_content
+from tether.models.wire.gemini import (
+    PROFILES,
+    PROVIDER,
+    StreamAccumulator,
+    decode_response,
+    encode_messages,
+    profile_for,
+)
+
+if TYPE_CHECKING:
+    from google import genai
+    from google.genai import errors as genai_errors
+    from google.genai import types as genai_types
+else:
+    genai = require("google.genai", "google", "the Gemini driver")
+    genai_errors = require("google.genai.errors", "google", "the Gemini driver")
+    genai_types = require("google.genai.types", "google", "the Gemini driver")
+
+__all__ = ["PROFILES", "GeminiModel", "profile_for"]
+
+_contents_adapter: pydantic.TypeAdapter[list[genai_types.Content]] = pydantic.TypeAdapter(
+    list[genai_types.Content]
+)
+
+
+def _tools(tools: Sequence[ToolDefinition]) -> list[genai_types.Tool]:
+    declarations = [
+        genai_types.FunctionDeclaration(
+            name=t.name, description=t.description or None, parameters_json_schema=t.parameters
+        )
+        for t in tools
+    ]
+    return [genai_types.Tool(function_declarations=declarations)]
+
+
+def _dump(response: pydantic.BaseModel) -> dict[str, Any]:
+    """An SDK response as the REST JSON body (camelCase, bytes as base64)."""
+    return response.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class GeminiModel:
+    """A Gemini model behind the Gemini Developer API (or Vertex AI, given a ready ``client``).
+
+    ``client`` may be a ready ``google.genai.Client``; otherwise one is created on first use from
+    ``api_key`` (default ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``) and ``http_options`` (a
+    ``google.genai.types.HttpOptions`` or its dict: ``base_url``, ``httpx_async_client``, retry
+    options…). ``ModelSettings.extra`` is merged into ``GenerateContentConfig`` (e.g.
+    ``{"thinking_config": {"include_thoughts": True}}``). ``profile`` overrides the declared one.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        client: genai.Client | None = None,
+        http_options: genai_types.HttpOptions | dict[str, Any] | None = None,
+        profile: Profile | None = None,
+    ) -> None:
+        if not model:
+            raise UserError("GeminiModel needs a model name")
+        self._model = model
+        self._profile = profile or profile_for(model)
+        self._api_key = api_key
+        self._client = client
+        self._http_options = http_options
+
+    @property
+    def name(self) -> str:
+        """``google:model``."""
+        return f"{PROVIDER}:{self._model}"
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    def _sdk(self) -> genai.Client:
+        if self._client is None:
+            key = self._api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+            if key is None:
+                raise UserError("the Gemini driver needs an API key: set GEMINI_API_KEY or pass api_key=")
+            options: Any = self._http_options
+            self._client = genai.Client(api_key=key, http_options=options)
+        return self._client
+
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments of ``models.generate_content`` for this call (no I/O).
+
+        Raises ``UnsupportedContent`` for a part the profile cannot take."""
+        check_content(messages, self._profile)
+        encoded, _report = encode_messages(messages, profile=self._profile)
+        contents = _contents_adapter.validate_json(msgspec.json.encode(encoded))
+        s = settings or ModelSettings()
+        config: dict[str, Any] = {}
+        if instructions:
+            config["system_instruction"] = instructions
+        if tools:
+            config["tools"] = _tools(tools)
+            config["automatic_function_calling"] = {"disable": True}
+        if s.max_tokens is not None:
+            config["max_output_tokens"] = s.max_tokens
+        for key in ("temperature", "top_p", "seed"):
+            value = getattr(s, key)
+            if value is not None:
+                config[key] = value
+        if s.stop:
+            config["stop_sequences"] = list(s.stop)
+        if s.timeout is not None:
+            config["http_options"] = {"timeout": int(s.timeout * 1000)}
+        config.update(s.extra)
+        return {
+            "model": self._model,
+            "contents": contents,
+            "config": genai_types.GenerateContentConfig.model_validate(config),
+        }
+
+    def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, genai_errors.APIError):
+            details: Any = exc.details  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            body = msgspec.json.encode(details).decode() if details is not None else str(exc)
+            return ModelHTTPError(exc.message or str(exc), status=exc.code, provider=PROVIDER, body=body)
+        return ModelError(f"{PROVIDER} request failed: {exc}", stage="model")
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """One non-streamed request."""
+        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        try:
+            models: Any = self._sdk().aio.models  # the SDK's content union is partly untyped
+            response: genai_types.GenerateContentResponse = await models.generate_content(**kwargs)
+        except Exception as exc:  # APIError → ModelHTTPError; transport failures → ModelError
+            raise self._error(exc) from exc
+        try:
+            return decode_response(_dump(response))
+        except DecodeError as exc:
+            raise ModelError(f"{PROVIDER} returned a malformed response: {exc}", stage="model") from exc
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """One streamed request: deltas, then the same ``ModelResponse`` ``generate`` would give.
+
+        A stream that ends before a ``finishReason`` raises ``ModelError``; cancelling the
+        consumer closes the HTTP stream."""
+        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        accumulator = StreamAccumulator()
+        try:
+            models: Any = self._sdk().aio.models
+            chunks: Any = await models.generate_content_stream(**kwargs)
+        except Exception as exc:
+            raise self._error(exc) from exc
+        try:
+            async for chunk in chunks:
+                for event in accumulator.feed(_dump(chunk)):
+                    yield event
+        except DecodeError as exc:
+            raise ModelError(f"{PROVIDER} streamed a malformed chunk: {exc}", stage="model") from exc
+        except Exception as exc:
+            raise self._error(exc) from exc
+        finally:
+            await chunks.aclose()
+        if not accumulator.finished:
+            raise ModelError(f"{PROVIDER} stream ended before a finish reason", stage="model")
+        try:
+            response = accumulator.result()
+        except DecodeError as exc:
+            raise ModelError(f"{PROVIDER} streamed a malformed response: {exc}", stage="model") from exc
+        yield response

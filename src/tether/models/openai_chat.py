@@ -1,0 +1,236 @@
+"""OpenAI Chat Completions driver, through the official ``openai`` SDK (``tether[openai]``).
+
+The same driver talks to any OpenAI-compatible server: pass ``base_url`` (and a ``provider`` label
+such as ``"ollama"``, ``"vllm"``, ``"llama-cpp"`` or ``"groq"`` to pick its capability profile)::
+
+    OpenAIChatModel("gpt-4o")
+    OpenAIChatModel("llama3.2", base_url="http://127.0.0.1:11434/v1", provider="ollama")
+
+The wire format lives in :mod:`tether.models.wire.openai_chat`; this module owns the connection,
+the request options, error mapping and streaming.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
+from tether.messages import Message
+from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
+from tether.models._sdk import require
+from tether.models.wire._common import check_content
+from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
+
+if TYPE_CHECKING:
+    import openai
+else:
+    openai = require("openai", "openai", "the OpenAI Chat driver")
+
+__all__ = ["PROFILES", "OpenAIChatModel", "chat_profile"]
+
+PROFILES: tuple[Profile, ...] = (
+    Profile("openai", images=True, image_urls=True, documents=True, document_urls=False),
+    Profile("openai", family="gpt-3.5", images=False, image_urls=False),
+    Profile("groq", images=True, image_urls=True),
+    Profile("ollama", images=True, image_urls=False),
+    Profile("vllm", images=True, image_urls=True),
+    Profile("llama-cpp", images=False, image_urls=False, parallel_tool_calls=False),
+    Profile("openai-compatible", images=True, image_urls=True),
+)
+"""What each target takes. A model name picks the profile of its provider whose ``family`` is its
+longest prefix (``""`` matches every model). Reasoning is never replayed on Chat Completions."""
+
+
+def chat_profile(provider: str, model: str) -> Profile:
+    """The declared profile for ``model`` at ``provider``; unknown providers get the generic
+    OpenAI-compatible profile relabelled with their name."""
+    best: Profile | None = None
+    for profile in PROFILES:
+        matches = profile.provider == provider and model.startswith(profile.family)
+        if matches and (best is None or len(profile.family) > len(best.family)):
+            best = profile
+    if best is None:
+        return Profile(provider, images=True, image_urls=True)
+    return best
+
+
+def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters}
+    if tool.description:
+        function["description"] = tool.description
+    if tool.strict is not None:
+        function["strict"] = tool.strict
+    return {"type": "function", "function": function}
+
+
+class OpenAIChatModel:
+    """A model behind the Chat Completions API.
+
+    ``client`` may be a ready ``openai.AsyncOpenAI``; otherwise one is created on first use from
+    ``api_key`` (default ``OPENAI_API_KEY``; servers given by ``base_url`` need none), ``base_url``,
+    ``http_client`` and ``max_retries`` (the SDK's retry policy). ``profile`` overrides the declared
+    capability profile. ``stream_usage`` asks for the final usage chunk when streaming.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        http_client: Any = None,
+        max_retries: int = 2,
+        profile: Profile | None = None,
+        stream_usage: bool = True,
+    ) -> None:
+        if not model:
+            raise UserError("OpenAIChatModel needs a model name")
+        self._model = model
+        self._provider = provider or ("openai" if base_url is None else "openai-compatible")
+        self._profile = profile or chat_profile(self._provider, model)
+        self._base_url = base_url
+        self._api_key = api_key
+        self._client = client
+        self._http_client = http_client
+        self._max_retries = max_retries
+        self._stream_usage = stream_usage
+
+    @property
+    def name(self) -> str:
+        """``provider:model``."""
+        return f"{self._provider}:{self._model}"
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    def _sdk(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            key = self._api_key or os.environ.get("OPENAI_API_KEY")
+            if key is None and self._base_url is not None:
+                key = "not-needed"  # local OpenAI-compatible servers take any key
+            if key is None:
+                raise UserError(
+                    "the OpenAI Chat driver needs an API key: set OPENAI_API_KEY or pass api_key="
+                )
+            self._client = openai.AsyncOpenAI(
+                api_key=key,
+                base_url=self._base_url,
+                http_client=self._http_client,
+                max_retries=self._max_retries,
+            )
+        return self._client
+
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for this call (no I/O).
+
+        Raises ``UnsupportedContent`` for a part the profile cannot take."""
+        check_content(messages, self._profile)
+        encoded, _report = encode_messages(messages, profile=self._profile)
+        wire: list[dict[str, Any]] = []
+        if instructions:
+            wire.append({"role": "system", "content": instructions})
+        wire.extend(encoded)
+        kwargs: dict[str, Any] = {"model": self._model, "messages": wire}
+        s = settings or ModelSettings()
+        extra = dict(s.extra)
+        if tools:
+            kwargs["tools"] = [_tool_json(t) for t in tools]
+            # explicit "auto" (the OpenAI default): llama.cpp's function-calling handler ignores
+            # tools without it
+            kwargs["tool_choice"] = extra.pop("tool_choice", "auto")
+        if s.max_tokens is not None:
+            kwargs["max_completion_tokens" if self._provider == "openai" else "max_tokens"] = s.max_tokens
+        for key in ("temperature", "top_p", "seed"):
+            value = getattr(s, key)
+            if value is not None:
+                kwargs[key] = value
+        if s.stop:
+            kwargs["stop"] = list(s.stop)
+        if tools and s.parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = s.parallel_tool_calls
+        if s.timeout is not None:
+            kwargs["timeout"] = s.timeout
+        if extra:
+            kwargs["extra_body"] = extra
+        return kwargs
+
+    def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, openai.APIStatusError):
+            return ModelHTTPError(
+                exc.message, status=exc.status_code, provider=self._provider, body=exc.response.text
+            )
+        return ModelError(f"{self._provider} request failed: {exc}", stage="model")
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """One non-streamed request."""
+        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        create: Any = self._sdk().chat.completions.with_raw_response.create
+        try:
+            raw = await create(**kwargs)
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        try:
+            body = msgspec.json.decode(raw.content)
+            if not isinstance(body, dict):
+                raise DecodeError("response body is not a JSON object", path="$")
+            return decode_response(body, provider=self._provider)  # pyright: ignore[reportUnknownArgumentType]
+        except (msgspec.DecodeError, DecodeError) as exc:
+            raise ModelError(f"{self._provider} returned a malformed response: {exc}", stage="model") from exc
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """One streamed request: deltas, then the same ``ModelResponse`` ``generate`` would give.
+
+        A stream that ends without a finish reason (the server went away) raises ``ModelError``;
+        cancelling the consumer closes the HTTP stream."""
+        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        if self._stream_usage:
+            kwargs["stream_options"] = {"include_usage": True}
+        create: Any = self._sdk().chat.completions.create
+        accumulator = StreamAccumulator(provider=self._provider)
+        try:
+            chunks = await create(**kwargs, stream=True)
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        try:
+            async for chunk in chunks:
+                for event in accumulator.feed(chunk.model_dump(exclude_unset=True)):
+                    yield event
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        finally:
+            await chunks.close()
+        if not accumulator.finished:
+            raise ModelError(f"{self._provider} stream ended before a finish reason", stage="model")
+        try:
+            response = accumulator.result()
+        except DecodeError as exc:
+            raise ModelError(f"{self._provider} streamed a malformed response: {exc}", stage="model") from exc
+        yield response

@@ -1,0 +1,210 @@
+"""The OpenAI Responses driver (``"openai-responses:<model>"``), stateless.
+
+Every request sends the whole conversation with ``store=false``; reasoning models are asked for
+``reasoning.encrypted_content`` and their reasoning items are replayed item by item (see
+``tether.models.wire.openai_responses``). Needs the ``openai`` SDK: ``pip install 'tether[openai]'``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+from tether.models._sdk import require
+
+require("openai", "openai", "the OpenAI Responses driver")
+
+import openai  # noqa: E402  (after the MissingExtra check above)
+
+from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError  # noqa: E402
+from tether.messages import Message  # noqa: E402
+from tether.models._base import (  # noqa: E402
+    ModelResponse,
+    ModelSettings,
+    Profile,
+    StreamEvent,
+    ToolDefinition,
+)
+from tether.models.wire._common import check_content  # noqa: E402
+from tether.models.wire.openai_responses import (  # noqa: E402
+    StreamAccumulator,
+    decode_response,
+    default_profile,
+    encode_messages,
+    encode_tools,
+)
+
+__all__ = ["OpenAIResponsesModel"]
+
+_PROVIDER_LABEL = "openai"
+
+
+class OpenAIResponsesModel:
+    """A model behind the OpenAI Responses API.
+
+    ``client`` may be a ready ``openai.AsyncOpenAI``; otherwise one is built from ``api_key``,
+    ``base_url``, ``http_client`` and ``max_retries`` (the SDK's retry policy applies).
+    ``profile`` overrides the capability profile derived from the model name.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: Any = None,
+        max_retries: int = 2,
+        profile: Profile | None = None,
+    ) -> None:
+        if not model:
+            raise UserError("OpenAIResponsesModel needs a model name, e.g. 'gpt-5'")
+        self._model = model
+        self._profile = profile or default_profile(model)
+        self._client = client or openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, http_client=http_client, max_retries=max_retries
+        )
+
+    @property
+    def name(self) -> str:
+        return f"openai-responses:{self._model}"
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    def request_body(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body this driver sends (without ``stream``). Raises ``UnsupportedContent``
+        for a part the model cannot take, before any network call."""
+        check_content(messages, self._profile)
+        items, _report = encode_messages(messages, profile=self._profile)
+        body: dict[str, Any] = {"model": self._model, "input": items, "store": False}
+        if self._profile.reasoning_replay != "never":
+            body["include"] = ["reasoning.encrypted_content"]
+        if instructions:
+            body["instructions"] = instructions
+        if tools:
+            body["tools"] = encode_tools(tools)
+        if settings is not None:
+            if settings.stop:
+                raise UserError("the OpenAI Responses API has no stop sequences (settings.stop)")
+            if settings.seed is not None:
+                raise UserError("the OpenAI Responses API has no seed (settings.seed)")
+            for key, value in (
+                ("max_output_tokens", settings.max_tokens),
+                ("temperature", settings.temperature),
+                ("top_p", settings.top_p),
+                ("parallel_tool_calls", settings.parallel_tool_calls),
+            ):
+                if value is not None:
+                    body[key] = value
+            body.update(settings.extra)
+        return body
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """One request, no tool execution."""
+        body = self.request_body(messages, instructions=instructions, tools=tools, settings=settings)
+        try:
+            # The body goes through extra_body verbatim so the SDK does not re-shape items
+            # (encrypted reasoning must arrive byte for byte).
+            raw = await self._client.responses.with_raw_response.create(
+                stream=False, extra_body=body, timeout=_timeout(settings)
+            )
+            payload: Any = json.loads(raw.text)
+        except openai.APIStatusError as exc:
+            raise _http_error(exc) from exc
+        except openai.APIError as exc:
+            raise ModelError(f"{_PROVIDER_LABEL} request failed: {exc}", stage="model") from exc
+        except ValueError as exc:
+            raise ModelError(
+                f"{_PROVIDER_LABEL} returned a body that is not JSON: {exc}", stage="model"
+            ) from exc
+        return _finish(payload)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """One streamed request: deltas, then the final ``ModelResponse`` (assembled from the
+        streamed items, equal to what ``generate`` returns for the same output)."""
+        body = self.request_body(messages, instructions=instructions, tools=tools, settings=settings)
+        accumulator = StreamAccumulator()
+        try:
+            async with self._client.responses.with_streaming_response.create(
+                stream=True, extra_body=body, timeout=_timeout(settings)
+            ) as response:
+                async for line in response.iter_lines():
+                    event = _sse_data(line)
+                    if event is None:
+                        continue
+                    if event.get("type") == "error":
+                        raise ModelError(f"{_PROVIDER_LABEL} stream error: {event}", stage="model")
+                    for delta in accumulator.feed(event):
+                        yield delta
+        except openai.APIStatusError as exc:
+            raise _http_error(exc) from exc
+        except openai.APIError as exc:
+            raise ModelError(f"{_PROVIDER_LABEL} stream failed: {exc}", stage="model") from exc
+        if not accumulator.finished:
+            raise ModelError(f"{_PROVIDER_LABEL} stream ended before the response completed", stage="model")
+        yield _finish(accumulator.body())
+
+
+def _timeout(settings: ModelSettings | None) -> float | openai.NotGiven:
+    if settings is None or settings.timeout is None:
+        return openai.NOT_GIVEN
+    return settings.timeout
+
+
+def _sse_data(line: str) -> dict[str, Any] | None:
+    if not line.startswith("data:"):
+        return None
+    text = line[5:].strip()
+    if not text or text == "[DONE]":
+        return None
+    try:
+        value: Any = json.loads(text)
+    except ValueError as exc:
+        raise ModelError(
+            f"{_PROVIDER_LABEL} sent a stream event that is not JSON: {exc}", stage="model"
+        ) from exc
+    return cast(dict[str, Any], value) if isinstance(value, dict) else None
+
+
+def _finish(payload: object) -> ModelResponse:
+    try:
+        response = decode_response(payload)
+    except DecodeError as exc:
+        raise ModelError(f"{_PROVIDER_LABEL} response does not decode: {exc}", stage="model") from exc
+    if response.stop_reason == "error":
+        error: object = cast(dict[str, Any], payload).get("error")
+        raise ModelError(f"{_PROVIDER_LABEL} response failed: {error}", stage="model")
+    return response
+
+
+def _http_error(exc: openai.APIStatusError) -> ModelHTTPError:
+    try:
+        body = exc.response.text
+    except Exception:  # a streamed error body may be unread
+        body = str(exc.body)
+    return ModelHTTPError(exc.message, status=exc.status_code, provider=_PROVIDER_LABEL, body=body)

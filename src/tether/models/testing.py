@@ -1,0 +1,301 @@
+"""Offline models for tests: ``FunctionModel`` (scripted) and ``TestModel`` (calls every tool).
+
+Both implement the ``Model`` protocol, including ``stream`` (deltas, then the same final
+``ModelResponse`` that ``generate`` returns). Neither does any I/O.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, cast
+
+import msgspec
+from msgspec.structs import replace
+
+from tether.errors import UserError
+from tether.messages import Message, Reasoning, Text, ToolCall, ToolResult, Usage, assistant
+from tether.models._base import (
+    ModelResponse,
+    ModelSettings,
+    Profile,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolDefinition,
+)
+
+__all__ = ["FunctionInfo", "FunctionModel", "TestModel", "schema_example"]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionInfo:
+    """What a ``FunctionModel`` function sees besides the messages."""
+
+    tools: Sequence[ToolDefinition]
+    instructions: str | None
+    settings: ModelSettings | None
+    model: str
+
+
+Reply: TypeAlias = Message | str | ModelResponse
+ModelFunction: TypeAlias = Callable[[Sequence[Message], FunctionInfo], Reply | Awaitable[Reply]]
+
+
+def _approx_tokens(message: Message) -> int:
+    n = 0
+    for p in message.parts:
+        if type(p) is Text or type(p) is Reasoning:
+            n += len(p.text.split())
+        elif type(p) is ToolCall:
+            n += 1 + len(p.arguments) // 4
+    return n
+
+
+async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:
+    for index, part in enumerate(response.message.parts):
+        if type(part) is Text:
+            words = part.text.split(" ")
+            for k, word in enumerate(words):
+                yield TextDelta(index, word if k == len(words) - 1 else word + " ")
+        elif type(part) is Reasoning and part.text:
+            yield ReasoningDelta(index, part.text)
+        elif type(part) is ToolCall:
+            yield ToolCallDelta(index, part.id, part.name, "")
+            yield ToolCallDelta(index, arguments=part.arguments)
+    yield response
+
+
+class FunctionModel:
+    """A scripted model: ``fn(messages, info)`` returns the assistant reply.
+
+    The reply may be a ``str`` (text answer), an assistant ``Message`` or a full
+    ``ModelResponse``; ``fn`` may be sync or async. Calls without an id get one; the stop reason
+    is ``"tool_calls"`` when the message has calls, else ``"stop"``; usage counts output words
+    (input is not counted: that would walk the whole history on every step).
+    """
+
+    def __init__(self, fn: ModelFunction, *, name: str = "function", profile: Profile | None = None) -> None:
+        if not callable(fn):
+            raise UserError("FunctionModel needs a function (messages, info) -> reply")
+        self.fn = fn
+        self._name = name
+        self._profile = profile or Profile(provider="function", family=name)
+        self._ids = itertools.count(1)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    def _finish(self, reply: Any) -> ModelResponse:
+        if isinstance(reply, ModelResponse):
+            return reply
+        if isinstance(reply, str):
+            message = assistant(reply)
+        elif isinstance(reply, Message):
+            message = reply
+        else:
+            raise UserError(
+                f"the FunctionModel function returned {type(reply).__name__}; "
+                "expected str, Message or ModelResponse"
+            )
+        if message.role != "assistant":
+            raise UserError(
+                f"the FunctionModel function returned a {message.role} message, not an assistant one"
+            )
+        if any(type(p) is ToolCall and not p.id for p in message.parts):
+            parts = tuple(
+                replace(p, id=f"call_{next(self._ids)}") if type(p) is ToolCall and not p.id else p
+                for p in message.parts
+            )
+            message = replace(message, parts=parts)
+        stop = message.stop_reason or ("tool_calls" if message.tool_calls else "stop")
+        usage = message.usage or Usage(output_tokens=_approx_tokens(message))
+        message = replace(
+            message,
+            provider=message.provider or self._profile.provider,
+            model=message.model or self._name,
+            stop_reason=stop,
+            usage=usage,
+        )
+        return ModelResponse(message, stop, usage)
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Call the function once."""
+        reply: Any = self.fn(messages, FunctionInfo(tools, instructions, settings, self._name))
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return self._finish(reply)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """The same reply as ``generate``, as word-sized text deltas, then the final response."""
+        response = await self.generate(messages, instructions=instructions, tools=tools, settings=settings)
+        async for event in _stream_response(response):
+            yield event
+
+
+def schema_example(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0) -> Any:
+    """A small value valid for a JSON Schema (the subset tool schemas use): ``$ref``, ``enum``,
+    ``const``, ``default``, ``anyOf``/``oneOf``/``allOf`` (first option), objects, arrays and
+    tuples (``prefixItems``), and scalars with ``minimum``/``minLength``/``minItems``."""
+    root = schema if root is None else root
+    if depth > 32:
+        raise UserError("schema_example: the schema nests deeper than 32 levels")
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        return schema_example(root.get("$defs", {}).get(name, {}), root, depth + 1)
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = cast(list[dict[str, Any]], schema.get(key) or [])
+        if options:
+            non_null = [o for o in options if o.get("type") != "null"] or options
+            return schema_example(non_null[0], root, depth + 1)
+    kind = schema.get("type", "object")
+    if isinstance(kind, list):
+        kinds = [k for k in cast(list[str], kind) if k != "null"] or ["null"]
+        kind = kinds[0]
+    if kind == "object":
+        props = cast(dict[str, dict[str, Any]], schema.get("properties", {}))
+        return {k: schema_example(v, root, depth + 1) for k, v in props.items()}
+    if kind == "array":
+        prefix = cast(list[dict[str, Any]], schema.get("prefixItems") or [])
+        if prefix:
+            return [schema_example(item, root, depth + 1) for item in prefix]
+        items = cast(dict[str, Any], schema.get("items") or {})
+        count = max(int(schema.get("minItems", 1)), 1)
+        max_items = schema.get("maxItems")
+        if isinstance(max_items, int):
+            count = min(count, max_items)
+        return [schema_example(items, root, depth + 1) for _ in range(count)]
+    if kind == "string":
+        return "a" * max(int(schema.get("minLength", 1)), 1)
+    if kind == "integer":
+        return int(schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1))
+    if kind == "number":
+        return float(schema.get("minimum", 0.0))
+    if kind == "boolean":
+        return False
+    return None
+
+
+class TestModel:
+    """Calls every offered tool once with schema-valid arguments, then answers.
+
+    After a user message it calls the tools named in ``call_tools`` (default: every tool except
+    the structured-output tool ``output_tool``); after their results it answers: by calling
+    ``output_tool`` when offered (with ``output_args`` or arguments made from its schema), else
+    with ``output_text`` or, by default, a JSON object mapping each tool to its result text.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        name: str = "test",
+        *,
+        call_tools: Sequence[str] | str = "all",
+        output_text: str | None = None,
+        output_args: dict[str, Any] | None = None,
+        output_tool: str = "final_result",
+    ) -> None:
+        self._name = name
+        self.call_tools = call_tools
+        self.output_text = output_text
+        self.output_args = output_args
+        self.output_tool = output_tool
+        self._ids = itertools.count(1)
+        self._profile = Profile(provider="test", family="test")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    def _selected(self, tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:
+        usable = [t for t in tools if t.name != self.output_tool]
+        if self.call_tools == "all":
+            return usable
+        wanted = {self.call_tools} if isinstance(self.call_tools, str) else set(self.call_tools)
+        return [t for t in usable if t.name in wanted]
+
+    def _call(self, definition: ToolDefinition, args: Any) -> ToolCall:
+        arguments = msgspec.json.encode(args).decode()
+        return ToolCall(f"test_{next(self._ids)}", definition.name, arguments)
+
+    def _reply(self, messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> Message:
+        last = messages[-1] if messages else None
+        output = next((t for t in tools if t.name == self.output_tool), None)
+        if last is None or last.role != "tool":
+            selected = self._selected(tools)
+            if selected:
+                return assistant(*(self._call(t, schema_example(t.parameters)) for t in selected))
+        if output is not None:
+            args = self.output_args if self.output_args is not None else schema_example(output.parameters)
+            return assistant(self._call(output, args))
+        if self.output_text is not None:
+            return assistant(self.output_text)
+        if last is not None and last.role == "tool":
+            results: dict[str, str] = {}
+            for r in last.parts:
+                if type(r) is ToolResult:
+                    results[r.name] = r.text
+            return assistant(msgspec.json.encode(results).decode())
+        return assistant("success (no tool calls)")
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """One scripted turn (see the class docstring)."""
+        message = self._reply(messages, tools)
+        stop = "tool_calls" if message.tool_calls else "stop"
+        usage = Usage(output_tokens=_approx_tokens(message))
+        message = replace(message, provider="test", model=self._name, stop_reason=stop, usage=usage)
+        return ModelResponse(message, stop, usage)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """The same turn as ``generate``, as deltas, then the final response."""
+        response = await self.generate(messages, instructions=instructions, tools=tools, settings=settings)
+        async for event in _stream_response(response):
+            yield event

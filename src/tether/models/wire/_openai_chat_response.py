@@ -1,0 +1,350 @@
+"""OpenAI Chat Completions responses: ``chat.completion`` bodies and ``chat.completion.chunk``
+streams → :class:`~tether.models.ModelResponse`. Re-exported by :mod:`tether.models.wire.openai_chat`
+(the public module); this file keeps that module small."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+from tether.errors import DecodeError
+from tether.messages import Message, Part, Reasoning, Text, ToolCall, Usage
+from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
+
+__all__ = ["StreamAccumulator", "decode_response", "decode_usage", "normalize_stop_reason"]
+
+JSON = dict[str, Any]
+
+_THINK_OPEN: Final = "<think>"
+_THINK_CLOSE: Final = "</think>"
+_STOP_REASONS: Final = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+}
+
+
+def _dict(value: object) -> JSON | None:
+    return value if isinstance(value, dict) else None  # pyright: ignore[reportUnknownVariableType]
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _fail(what: str, path: str) -> DecodeError:
+    return DecodeError(f"OpenAI Chat transcript: {what} at {path}", path=path)
+
+
+def _want_dict(value: object, path: str) -> JSON:
+    if not isinstance(value, dict):
+        raise _fail(f"expected an object, got {type(value).__name__}", path)
+    return value  # pyright: ignore[reportUnknownVariableType]
+
+
+def _want_str(value: object, path: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(f"expected a string, got {type(value).__name__}", path)
+    return value
+
+
+def _want_list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(f"expected a list, got {type(value).__name__}", path)
+    return value  # pyright: ignore[reportUnknownVariableType]
+
+
+def _fallback_id(*fields: object) -> str:
+    digest = hashlib.sha256("\x1f".join(str(f) for f in fields).encode()).hexdigest()
+    return f"call_{digest[:24]}"
+
+
+def _decode_call(raw: object, path: str) -> ToolCall:
+    item = _want_dict(raw, path)
+    function = _want_dict(item.get("function"), f"{path}.function")
+    name = _want_str(function.get("name"), f"{path}.function.name")
+    arguments = function.get("arguments")
+    arguments = "{}" if arguments is None else _want_str(arguments, f"{path}.function.arguments")
+    call_id = item.get("id")
+    if call_id is not None:
+        call_id = _want_str(call_id, f"{path}.id")
+    return ToolCall(call_id or None, name, arguments)
+
+
+# -- decoding a response -------------------------------------------------------------------------
+def normalize_stop_reason(finish_reason: object, *, has_tool_calls: bool) -> str:
+    """Provider ``finish_reason`` → ``stop`` | ``tool_calls`` | ``length`` | ``content_filter``;
+    unknown values pass through. A response carrying tool calls reports ``tool_calls`` even when
+    a compatible server says ``stop``; a missing reason reads as ``stop``."""
+    reason = _STOP_REASONS.get(finish_reason, finish_reason) if isinstance(finish_reason, str) else "stop"
+    if has_tool_calls and reason == "stop":
+        return "tool_calls"
+    return reason
+
+
+def decode_usage(raw: object) -> Usage:
+    """``usage`` → :class:`~tether.Usage`: prompt tokens (cached included) are input tokens,
+    ``prompt_tokens_details.cached_tokens`` cache reads, ``completion_tokens_details.reasoning_tokens``
+    reasoning tokens (already counted in output)."""
+    if not isinstance(raw, dict):
+        return Usage()
+    usage: JSON = raw  # pyright: ignore[reportUnknownVariableType]
+    cached = (_dict(usage.get("prompt_tokens_details")) or {}).get("cached_tokens")
+    reasoning = (_dict(usage.get("completion_tokens_details")) or {}).get("reasoning_tokens")
+    return Usage(
+        input_tokens=usage.get("prompt_tokens") or 0,
+        output_tokens=usage.get("completion_tokens") or 0,
+        cache_read_tokens=cached or 0,
+        reasoning_tokens=reasoning or 0,
+    )
+
+
+def _split_think(content: str) -> tuple[str, str] | None:
+    """``<think>…</think>rest`` at the very start of content → (reasoning, rest)."""
+    if not content.startswith(_THINK_OPEN):
+        return None
+    end = content.find(_THINK_CLOSE, len(_THINK_OPEN))
+    if end < 0:
+        return None
+    return content[len(_THINK_OPEN) : end], content[end + len(_THINK_CLOSE) :]
+
+
+def _google_signature(holder: JSON) -> str | None:
+    google = _dict((_dict(holder.get("extra_content")) or {}).get("google")) or {}
+    return _str(google.get("thought_signature"))
+
+
+def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
+    """A ``chat.completion`` body → the assistant message, normalized stop reason and usage.
+
+    Part order: reasoning (``reasoning_content`` / ``reasoning`` fields, or a leading
+    ``<think>…</think>`` block in the content), text, refusal text, tool calls. A call without an
+    id gets a deterministic one derived from the response id, its index, name and arguments.
+    Gemini's ``extra_content.google.thought_signature`` is kept as the call's (or text's) signature.
+    """
+    choices: list[Any] = body.get("choices") or []
+    if not isinstance(choices, list) or not choices:  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise DecodeError("OpenAI Chat response has no choices", path="$.choices")
+    choice = _want_dict(choices[0], "$.choices[0]")
+    message = _want_dict(choice.get("message"), "$.choices[0].message")
+    response_id = body.get("id") if isinstance(body.get("id"), str) else None
+    message_signature = _google_signature(message)
+    parts: list[Part] = []
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    content = message.get("content")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append(Reasoning(reasoning, provider=provider))
+    elif isinstance(content, str) and (split := _split_think(content)) is not None:
+        parts.append(Reasoning(split[0], provider=provider))
+        content = split[1]
+    if isinstance(content, list):
+        for raw in content:  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(raw, dict) and isinstance(raw.get("text"), str):  # pyright: ignore[reportUnknownMemberType]
+                parts.append(Text(raw["text"]))  # pyright: ignore[reportUnknownArgumentType]
+    elif isinstance(content, str) and content:
+        parts.append(Text(content))
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        parts.append(Text(refusal))
+    raw_calls: object = message.get("tool_calls") or []
+    calls: list[ToolCall] = []
+    for ci, raw_call in enumerate(_want_list(raw_calls, "$.choices[0].message.tool_calls")):
+        call = _decode_call(raw_call, f"$.choices[0].message.tool_calls[{ci}]")
+        call_id = call.id or _fallback_id(response_id, ci, call.name, call.arguments)
+        signature = _google_signature(raw_call) or (message_signature if ci == 0 else None)
+        calls.append(ToolCall(call_id, call.name, call.arguments, signature=signature))
+    if message_signature is not None and not calls:
+        for pi, part in enumerate(parts):
+            if type(part) is Text:
+                parts[pi] = Text(part.text, signature=message_signature)
+                break
+    parts.extend(calls)
+    stop_reason = normalize_stop_reason(choice.get("finish_reason"), has_tool_calls=bool(calls))
+    if isinstance(refusal, str) and refusal and stop_reason == "stop":
+        stop_reason = "content_filter"
+    usage = decode_usage(body.get("usage"))
+    model = body.get("model")
+    assistant = Message(
+        "assistant",
+        tuple(parts),
+        provider=provider,
+        model=model if isinstance(model, str) else None,
+        stop_reason=stop_reason,
+        usage=usage,
+        response_id=response_id,
+    )
+    return ModelResponse(assistant, stop_reason, usage)
+
+
+# -- streaming -----------------------------------------------------------------------------------
+class _CallState:
+    __slots__ = ("arguments", "extra", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name = ""
+        self.arguments: list[str] = []
+        self.extra: Any = None
+
+
+class StreamAccumulator:
+    """Feeds ``chat.completion.chunk`` dicts; :meth:`feed` returns the deltas for each chunk and
+    :meth:`result` the :class:`~tether.models.ModelResponse`, built by :func:`decode_response` from
+    the assembled body so it equals the non-streamed response part for part.
+
+    Delta ``index`` values are part indexes of the final message. A ``<think>`` block at the start of
+    the content streams as reasoning; if it never closes, the final message holds it as text.
+    """
+
+    def __init__(self, *, provider: str = "openai") -> None:
+        self.provider = provider
+        self._id: str | None = None
+        self._model: str | None = None
+        self._finish: Any = None
+        self._usage: Any = None
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self._extra: Any = None
+        self._calls: dict[int, _CallState] = {}
+        self._mode = "start"  # start | think | text: where content pieces go
+        self._think = False  # the content opened with a <think> block
+        self._text_seen = False
+        self._buffer: str = ""
+
+    def feed(self, chunk: JSON) -> list[StreamEvent]:
+        """Absorb one chunk; return the deltas it carries."""
+        events: list[StreamEvent] = []
+        if isinstance(chunk.get("id"), str) and self._id is None:
+            self._id = chunk["id"]
+        if isinstance(chunk.get("model"), str):
+            self._model = chunk["model"]
+        if chunk.get("usage") is not None:
+            self._usage = chunk["usage"]
+        choices: list[Any] = chunk.get("choices") or []
+        for raw_choice in choices:
+            if not isinstance(raw_choice, dict) or raw_choice.get("index", 0) != 0:  # pyright: ignore[reportUnknownMemberType]
+                continue
+            choice: JSON = raw_choice  # pyright: ignore[reportUnknownVariableType]
+            if choice.get("finish_reason") is not None:
+                self._finish = choice["finish_reason"]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._absorb(delta, events)  # pyright: ignore[reportUnknownArgumentType]
+        return events
+
+    def _absorb(self, delta: JSON, events: list[StreamEvent]) -> None:
+        if delta.get("extra_content") is not None:
+            self._extra = delta["extra_content"]
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self._reasoning.append(reasoning)
+            if self._mode == "start" and not self._content:
+                self._mode = "text"  # a reasoning field: content is plain text (as in decode_response)
+            events.append(ReasoningDelta(0, reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._content.append(content)
+            self._stream_content(content, events)
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self._refusal.append(refusal)
+        raw_calls: list[Any] = delta.get("tool_calls") or []
+        for raw in raw_calls:
+            if not isinstance(raw, dict):
+                continue
+            self._absorb_call(raw, events)  # pyright: ignore[reportUnknownArgumentType]
+
+    def _absorb_call(self, raw: JSON, events: list[StreamEvent]) -> None:
+        index = raw.get("index", len(self._calls))
+        state = self._calls.get(index)
+        if state is None:
+            state = self._calls[index] = _CallState()
+        function = _dict(raw.get("function")) or {}
+        new_id = _str(raw.get("id")) or None
+        new_name = _str(function.get("name"))
+        arguments = _str(function.get("arguments")) or ""
+        if new_id is not None:
+            state.id = new_id
+        if new_name:
+            state.name += new_name
+        if raw.get("extra_content") is not None:
+            state.extra = raw["extra_content"]
+        state.arguments.append(arguments)
+        part_index = self._leading_parts() + sorted(self._calls).index(index)
+        events.append(ToolCallDelta(part_index, new_id, new_name or None, arguments))
+
+    def _leading_parts(self) -> int:
+        reasoning = 1 if self._reasoning or self._think else 0
+        return reasoning + (1 if self._text_seen or self._refusal else 0)
+
+    def _text(self, text: str, events: list[StreamEvent]) -> None:
+        if text:
+            self._text_seen = True
+            events.append(TextDelta(1 if self._reasoning or self._think else 0, text))
+
+    def _stream_content(self, piece: str, events: list[StreamEvent]) -> None:
+        if self._mode == "text":
+            self._text(piece, events)
+            return
+        buffer = self._buffer + piece
+        if self._mode == "start":
+            if buffer.startswith(_THINK_OPEN):
+                self._mode, self._think = "think", True
+                buffer = buffer[len(_THINK_OPEN) :]
+            elif _THINK_OPEN.startswith(buffer):
+                self._buffer = buffer  # could still become "<think>"
+                return
+            else:
+                self._mode, self._buffer = "text", ""
+                self._text(buffer, events)
+                return
+        end = buffer.find(_THINK_CLOSE)
+        if end >= 0:
+            if end:
+                events.append(ReasoningDelta(0, buffer[:end]))
+            self._mode, self._buffer = "text", ""
+            self._text(buffer[end + len(_THINK_CLOSE) :], events)
+            return
+        keep = len(_THINK_CLOSE) - 1  # a closing tag may be split across chunks
+        emit, self._buffer = buffer[:-keep], buffer[-keep:]
+        if emit:
+            events.append(ReasoningDelta(0, emit))
+
+    @property
+    def finished(self) -> bool:
+        """Whether a finish reason arrived (a stream cut short has none)."""
+        return self._finish is not None
+
+    def body(self) -> JSON:
+        """The non-streamed ``chat.completion`` body equivalent to the chunks fed so far."""
+        message: JSON = {"role": "assistant", "content": "".join(self._content) if self._content else None}
+        if self._reasoning:
+            message["reasoning_content"] = "".join(self._reasoning)
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
+        if self._extra is not None:
+            message["extra_content"] = self._extra
+        if self._calls:
+            calls: list[JSON] = []
+            for index in sorted(self._calls):
+                state = self._calls[index]
+                call: JSON = {
+                    "id": state.id or "",
+                    "type": "function",
+                    "function": {"name": state.name, "arguments": "".join(state.arguments)},
+                }
+                if state.extra is not None:
+                    call["extra_content"] = state.extra
+                calls.append(call)
+            message["tool_calls"] = calls
+        choice: JSON = {"index": 0, "finish_reason": self._finish, "message": message}
+        return {"id": self._id, "model": self._model, "choices": [choice], "usage": self._usage}
+
+    def result(self) -> ModelResponse:
+        """The response the equivalent non-streamed call would have produced."""
+        return decode_response(self.body(), provider=self.provider)

@@ -1,0 +1,607 @@
+"""Anthropic Messages wire mapping: tether messages to ``messages`` and back. Pure; no SDK import.
+
+Mapping (docs/adr/0006-anthropic-gemini-wire.md):
+
+* ``Text`` ↔ ``text`` block. Empty assistant text is dropped (the API rejects empty blocks).
+* ``Image`` / ``Document`` ↔ ``image`` / ``document`` block with a ``base64`` or ``url`` source;
+  a ``text/plain`` document travels as a ``text`` source (its bytes decoded as UTF-8).
+* ``Reasoning`` ↔ ``thinking`` (text + ``signature``) or ``redacted_thinking`` (``data`` kept in
+  ``signature``, ``redacted=True``), replayed unchanged where the profile allows it.
+* ``ToolCall`` ↔ ``tool_use`` (``input`` is the parsed arguments; arguments that are not a JSON
+  object are sent as ``{"truncated_args": "<verbatim>"}``).
+* ``ToolResult`` ↔ ``tool_result`` (``is_error`` = ``failed``). One text becomes a string
+  ``content``; several parts or media become a block list. Tool messages and a user message
+  right after them are merged into one user turn, results first, as the API requires.
+* ``system`` messages are not part of ``messages``: dropped and reported (the driver sends the
+  run's instructions as the ``system`` field).
+
+Encoding is cached per message and profile, so building the request at each step of a run costs
+O(new messages). Returned dicts are shared with that cache: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, cast
+from weakref import WeakKeyDictionary
+
+import msgspec
+
+from tether.errors import DecodeError
+from tether.messages import (
+    Document,
+    Image,
+    Message,
+    Part,
+    Reasoning,
+    ResultPart,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from tether.models._base import ModelResponse, Profile, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
+from tether.models.wire._common import ConversionReport, replays_reasoning, wire_arguments
+
+__all__ = [
+    "PROFILES",
+    "PROVIDER",
+    "StreamAccumulator",
+    "decode_messages",
+    "decode_response",
+    "decode_usage",
+    "encode_messages",
+    "normalize_stop_reason",
+    "profile_for",
+]
+
+JSON = dict[str, Any]
+PROVIDER: Final = "anthropic"
+"""The provider stamped on messages and reasoning decoded from the Anthropic Messages API."""
+
+_BASE = Profile(
+    provider=PROVIDER,
+    family="claude",
+    images=True,
+    image_urls=True,
+    documents=True,
+    document_urls=True,
+    tool_result_media=True,
+    reasoning_replay="same-provider",
+)
+PROFILES: Final[tuple[Profile, ...]] = (
+    Profile(provider=PROVIDER, family="claude-3-opus", tool_result_media=True),
+    Profile(provider=PROVIDER, family="claude-3-sonnet", tool_result_media=True),
+    Profile(provider=PROVIDER, family="claude-3-haiku", tool_result_media=True),
+    Profile(
+        provider=PROVIDER,
+        family="claude-3-5",
+        documents=True,
+        document_urls=True,
+        tool_result_media=True,
+    ),
+    _BASE,
+)
+"""Capability profiles per model family (longest matching prefix wins; ``claude`` is the
+default). Claude 3 models take no documents and no thinking; 3.5 takes documents; 3.7, 4 and
+later replay their own signed thinking."""
+
+_STOP_REASONS: Final = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+_TEXT_DOCUMENT: Final = "text/plain"
+_ID_OK = re.compile(r"^[A-Za-z0-9_-]+$")
+_ID_BAD = re.compile(r"[^A-Za-z0-9_-]")
+_json_object = msgspec.json.Decoder(dict[str, Any])
+
+_LossRecord = tuple[int | None, str, str, str]  # (part, kind, what, reason)
+_Encoded = tuple[str, tuple[JSON, ...], tuple[_LossRecord, ...]]  # (role, blocks, losses)
+_cache: WeakKeyDictionary[Message, dict[Profile | None, _Encoded]] = WeakKeyDictionary()
+
+
+def profile_for(model: str) -> Profile:
+    """The capability profile of an Anthropic model name (longest family prefix wins)."""
+    best = _BASE
+    for profile in PROFILES:
+        if model.startswith(profile.family) and len(profile.family) > len(best.family):
+            best = profile
+    return best
+
+
+# -- encoding ------------------------------------------------------------------------------------
+def encode_messages(
+    messages: Sequence[Message], *, profile: Profile | None = None
+) -> tuple[list[JSON], ConversionReport]:
+    """Tether messages → the request's ``messages`` list, plus what could not be carried.
+
+    ``profile`` decides reasoning replay; ``None`` means the default Claude profile (signed
+    thinking from Anthropic is replayed), the right choice for exporting a transcript.
+    """
+    target = profile or _BASE
+    out: list[JSON] = []
+    report = ConversionReport()
+    merge_into: JSON | None = None  # the open user turn that started with tool results
+    for index, message in enumerate(messages):
+        per_message = _cache.get(message)
+        if per_message is None:
+            per_message = _cache[message] = {}
+        encoded = per_message.get(target)
+        if encoded is None:
+            encoded = per_message[target] = _encode_message(message, target)
+        role, blocks, losses = encoded
+        for part, kind, what, reason in losses:
+            if kind == "dropped":
+                report.drop(index, part, what, reason)
+            else:
+                report.approximate(index, part, what, reason)
+        if role == "system":
+            continue
+        if message.role == "tool":
+            if merge_into is not None:
+                merge_into["content"] = [*merge_into["content"], *blocks]
+            else:
+                merge_into = {"role": "user", "content": list(blocks)}
+                out.append(merge_into)
+            continue
+        if role == "user" and merge_into is not None:
+            merge_into["content"] = [*merge_into["content"], *blocks]
+            merge_into = None
+            continue
+        merge_into = None
+        if role == "assistant" and not blocks:
+            report.drop(index, None, "assistant message", "nothing left that Anthropic accepts")
+            continue
+        out.append({"role": role, "content": list(blocks)})
+    return out, report
+
+
+def _encode_message(message: Message, profile: Profile) -> _Encoded:
+    losses: list[_LossRecord] = []
+    if message.role == "system":
+        losses.append((None, "dropped", "system message", "Anthropic takes instructions as `system`"))
+        return "system", (), tuple(losses)
+    if message.role == "tool":
+        blocks = tuple(_encode_result(pi, r, losses) for pi, r in enumerate(message.tool_results))
+        return "user", blocks, tuple(losses)
+    out: list[JSON] = []
+    assistant = message.role == "assistant"
+    for pi, part in enumerate(message.parts):
+        block = _encode_part(pi, part, message, profile, losses, assistant=assistant)
+        if block is not None:
+            out.append(block)
+    return message.role, tuple(out), tuple(losses)
+
+
+def _encode_part(
+    pi: int, part: Part, message: Message, profile: Profile, losses: list[_LossRecord], *, assistant: bool
+) -> JSON | None:
+    if type(part) is Text:
+        if part.signature is not None:
+            losses.append((pi, "approximated", "text signature", "Anthropic text blocks carry no signature"))
+        if assistant and not part.text:
+            losses.append((pi, "dropped", "empty text", "Anthropic rejects empty text blocks"))
+            return None
+        return {"type": "text", "text": part.text}
+    if type(part) is Reasoning:
+        return _encode_reasoning(pi, part, message, profile, losses)
+    if type(part) is ToolCall:
+        return _encode_call(pi, part, losses)
+    if type(part) is Image or type(part) is Document:
+        if assistant:
+            losses.append(
+                (pi, "dropped", type(part).__name__.lower(), "Anthropic assistant turns hold no media")
+            )
+            return None
+        return _encode_media(pi, part, losses)
+    losses.append((pi, "dropped", type(part).__name__, "no Anthropic equivalent"))  # pragma: no cover
+    return None  # pragma: no cover
+
+
+def _encode_reasoning(
+    pi: int, part: Reasoning, message: Message, profile: Profile, losses: list[_LossRecord]
+) -> JSON | None:
+    if not replays_reasoning(part, message, profile):
+        reason = f"{profile.provider}/{profile.family or '*'} does not take reasoning from {part.provider}"
+        losses.append((pi, "dropped", "reasoning", reason))
+        return None
+    if part.signature is None:
+        losses.append((pi, "dropped", "reasoning", "unsigned thinking is rejected by Anthropic"))
+        return None
+    if part.redacted:
+        return {"type": "redacted_thinking", "data": part.signature}
+    return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+
+
+def wire_id(call_id: str) -> str:
+    """A call id in the alphabet Anthropic accepts (``[A-Za-z0-9_-]``); others are rewritten
+    deterministically (bad characters to ``_`` plus a short hash) so calls and results agree."""
+    if _ID_OK.match(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:8]
+    return f"{_ID_BAD.sub('_', call_id)}_{digest}"
+
+
+def _encode_call(pi: int, call: ToolCall, losses: list[_LossRecord]) -> JSON:
+    if call.id is None:
+        digest = hashlib.sha256(f"{call.name}\x00{call.arguments}\x00{pi}".encode()).hexdigest()[:16]
+        call_id = f"toolu_tether_{digest}"
+        losses.append((pi, "approximated", "tool call id", "missing; a deterministic id was made"))
+    else:
+        call_id = wire_id(call.id)
+        if call_id != call.id:
+            losses.append((pi, "approximated", "tool call id", "rewritten to Anthropic's id alphabet"))
+    if call.truncated:
+        losses.append(
+            (pi, "approximated", "tool call arguments", "not a JSON object: sent as truncated_args")
+        )
+    if call.signature is not None:
+        losses.append((pi, "dropped", "tool call signature", "Anthropic tool_use carries no signature"))
+    return {
+        "type": "tool_use",
+        "id": call_id,
+        "name": call.name,
+        "input": _json_object.decode(wire_arguments(call)),
+    }
+
+
+def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JSON:
+    call_id = wire_id(result.call_id)
+    block: JSON = {"type": "tool_result", "tool_use_id": call_id}
+    content = result.content
+    if len(content) == 1 and type(content[0]) is Text and content[0].signature is None:
+        block["content"] = content[0].text
+    elif content:
+        items: list[JSON] = []
+        for item in content:
+            encoded = _encode_result_item(pi, item, losses)
+            if encoded is not None:
+                items.append(encoded)
+        block["content"] = items
+    block["is_error"] = result.failed
+    return block
+
+
+def _encode_result_item(pi: int, item: ResultPart, losses: list[_LossRecord]) -> JSON | None:
+    if isinstance(item, Text):
+        return {"type": "text", "text": item.text}
+    return _encode_media(pi, item, losses)
+
+
+def _encode_media(pi: int, part: Image | Document, losses: list[_LossRecord]) -> JSON | None:
+    kind = "image" if type(part) is Image else "document"
+    if part.url is not None:
+        block: JSON = {"type": kind, "source": {"type": "url", "url": part.url}}
+    else:
+        data = part.data or b""
+        media_type = part.media_type or ""
+        if kind == "document" and media_type.startswith("text/"):
+            try:
+                text = data.decode()
+            except UnicodeDecodeError:
+                losses.append((pi, "dropped", "document", f"{media_type} data is not UTF-8 text"))
+                return None
+            if media_type != _TEXT_DOCUMENT:
+                losses.append((pi, "approximated", "document", f"{media_type} sent as text/plain"))
+            block = {"type": kind, "source": {"type": "text", "media_type": _TEXT_DOCUMENT, "data": text}}
+        else:
+            encoded = base64.b64encode(data).decode()
+            block = {"type": kind, "source": {"type": "base64", "media_type": media_type, "data": encoded}}
+    if type(part) is Document and part.title is not None:
+        block["title"] = part.title
+    return block
+
+
+# -- decoding ------------------------------------------------------------------------------------
+def _fail(what: str, path: str) -> DecodeError:
+    return DecodeError(f"{what} at {path}", path=path)
+
+
+def _obj(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(f"expected an object, got {type(value).__name__}", path)
+    return cast(Mapping[str, Any], value)
+
+
+def _str(obj: Mapping[str, Any], key: str, path: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise _fail(f"expected a string {key!r}, got {type(value).__name__}", f"{path}.{key}")
+    return value
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(f"expected an array, got {type(value).__name__}", path)
+    return cast(list[Any], value)
+
+
+def _media(block: Mapping[str, Any], path: str) -> Image | Document:
+    kind = block["type"]
+    source = _obj(block.get("source"), f"{path}.source")
+    source_type = _str(source, "type", f"{path}.source")
+    title = block.get("title") if isinstance(block.get("title"), str) else None
+    if source_type == "url":
+        url = _str(source, "url", f"{path}.source")
+        return Image(url=url) if kind == "image" else Document(url=url, title=title)
+    if source_type not in ("base64", "text"):
+        raise _fail(f"unknown {kind} source type {source_type!r}", f"{path}.source.type")
+    media_type = _str(source, "media_type", f"{path}.source")
+    data = _str(source, "data", f"{path}.source")
+    if source_type == "text":
+        raw = data.encode()
+    else:
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise _fail("source data is not base64", f"{path}.source.data") from None
+    if kind == "image":
+        return Image(data=raw, media_type=media_type)
+    return Document(data=raw, media_type=media_type, title=title)
+
+
+def _decode_result(
+    block: Mapping[str, Any], path: str, names: Mapping[str, str], mi: int, pi: int, report: ConversionReport
+) -> ToolResult:
+    call_id = _str(block, "tool_use_id", path)
+    name = names.get(call_id)
+    if name is None:
+        report.approximate(mi, pi, "tool result name", f"no tool_use {call_id!r} before it")
+        name = ""
+    raw = block.get("content", "")
+    content: list[ResultPart] = []
+    if isinstance(raw, str):
+        if raw:
+            content.append(Text(raw))
+    else:
+        for ci, item in enumerate(_list(raw, f"{path}.content")):
+            item_path = f"{path}.content[{ci}]"
+            item = _obj(item, item_path)
+            kind = _str(item, "type", item_path)
+            if kind == "text":
+                content.append(Text(_str(item, "text", item_path)))
+            elif kind in ("image", "document"):
+                content.append(_media(item, item_path))
+            else:
+                report.drop(mi, pi, f"tool result {kind} block", "no tether equivalent")
+    return ToolResult(call_id, name, tuple(content), failed=block.get("is_error") is True)
+
+
+def _decode_assistant_block(block: Mapping[str, Any], kind: str, path: str) -> Part | None:
+    if kind == "text":
+        return Text(_str(block, "text", path))
+    if kind == "thinking":
+        return Reasoning(
+            _str(block, "thinking", path), signature=_str(block, "signature", path), provider=PROVIDER
+        )
+    if kind == "redacted_thinking":
+        return Reasoning(signature=_str(block, "data", path), redacted=True, provider=PROVIDER)
+    if kind == "tool_use":
+        arguments = block.get("input", {})
+        if isinstance(arguments, str):  # a streamed call whose argument JSON never completed
+            text = arguments
+        elif isinstance(arguments, Mapping):
+            text = msgspec.json.encode(arguments).decode()
+        else:
+            raise _fail("tool_use input must be an object", f"{path}.input")
+        return ToolCall(_str(block, "id", path), _str(block, "name", path), text)
+    return None
+
+
+def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
+    """An Anthropic ``messages`` list (a transcript) → tether messages.
+
+    A user turn holding ``tool_result`` blocks becomes a tool message (results) followed by a user
+    message with the other blocks; the tool name of a result comes from its ``tool_use``. Blocks
+    with no tether equivalent (server tools, citations, compaction) are dropped and reported.
+    Malformed input raises :class:`~tether.DecodeError` with a JSON path.
+    """
+    report = ConversionReport()
+    out: list[Message] = []
+    names: dict[str, str] = {}
+    for mi, raw in enumerate(_list(items, "$")):
+        path = f"$[{mi}]"
+        entry = _obj(raw, path)
+        role = _str(entry, "role", path)
+        if role not in ("user", "assistant", "system"):
+            raise _fail(f"unknown role {role!r}", f"{path}.role")
+        content = entry.get("content")
+        if isinstance(content, str):
+            out.append(Message(role, (Text(content),)))
+            continue
+        parts: list[Part] = []
+        results: list[ToolResult] = []
+        for pi, block in enumerate(_list(content, f"{path}.content")):
+            bpath = f"{path}.content[{pi}]"
+            block = _obj(block, bpath)
+            kind = _str(block, "type", bpath)
+            if role == "user" and kind == "tool_result":
+                results.append(_decode_result(block, bpath, names, mi, pi, report))
+            elif role != "assistant" and kind == "text":
+                parts.append(Text(_str(block, "text", bpath)))
+            elif role == "user" and kind in ("image", "document"):
+                parts.append(_media(block, bpath))
+            elif role == "assistant":
+                part = _decode_assistant_block(block, kind, bpath)
+                if part is None:
+                    report.drop(mi, pi, f"{kind} block", "no tether equivalent")
+                    continue
+                if type(part) is ToolCall and part.id is not None:
+                    names[part.id] = part.name
+                parts.append(part)
+            else:
+                report.drop(mi, pi, f"{kind} block", "no tether equivalent")
+        if results:
+            out.append(Message("tool", tuple(results)))
+        if role == "system" and not parts:
+            report.drop(mi, None, "system message", "none of its blocks has a tether equivalent")
+        elif parts or not results:
+            out.append(Message(role, tuple(parts)))
+    return out, report
+
+
+def normalize_stop_reason(stop_reason: object) -> str:
+    """Anthropic ``stop_reason`` → ``stop`` | ``tool_calls`` | ``length`` | ``content_filter``, or
+    the provider value (``pause_turn``…) passed through."""
+    if not isinstance(stop_reason, str):
+        return "stop"
+    return _STOP_REASONS.get(stop_reason, stop_reason)
+
+
+def decode_usage(raw: object) -> Usage:
+    """Anthropic ``usage`` → :class:`~tether.Usage`. ``input_tokens`` counts every prompt token
+    (Anthropic reports cache reads and writes apart; they are added back, as OpenAI counts them)."""
+    if not isinstance(raw, Mapping):
+        return Usage()
+    usage = cast(Mapping[str, Any], raw)
+
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) else 0
+
+    read, write = count("cache_read_input_tokens"), count("cache_creation_input_tokens")
+    return Usage(
+        input_tokens=count("input_tokens") + read + write,
+        output_tokens=count("output_tokens"),
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
+
+
+def decode_response(body: Mapping[str, Any]) -> ModelResponse:
+    """A Messages API response body → :class:`~tether.models.ModelResponse`. Server-tool blocks
+    (web search, code execution) have no tether equivalent and are left out."""
+    body = _obj(body, "$")
+    parts: list[Part] = []
+    for pi, block in enumerate(_list(body.get("content", []), "$.content")):
+        path = f"$.content[{pi}]"
+        block = _obj(block, path)
+        part = _decode_assistant_block(block, _str(block, "type", path), path)
+        if part is not None:
+            parts.append(part)
+    stop_reason = normalize_stop_reason(body.get("stop_reason"))
+    usage = decode_usage(body.get("usage"))
+    model = body.get("model")
+    response_id = body.get("id")
+    message = Message(
+        "assistant",
+        tuple(parts),
+        provider=PROVIDER,
+        model=model if isinstance(model, str) else None,
+        stop_reason=stop_reason,
+        usage=usage,
+        response_id=response_id if isinstance(response_id, str) else None,
+    )
+    return ModelResponse(message, stop_reason, usage)
+
+
+# -- streaming -----------------------------------------------------------------------------------
+_KEPT_BLOCKS: Final = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+
+
+class StreamAccumulator:
+    """Feeds Messages streaming events (``message_start``, ``content_block_*``, ``message_delta``…)
+    as dicts. :meth:`feed` returns the deltas of each event; :meth:`body` is the equivalent
+    non-streamed response body and :meth:`result` its :func:`decode_response`, so a streamed
+    response equals the non-streamed one part for part. Delta indexes are final part indexes."""
+
+    def __init__(self) -> None:
+        self._message: JSON = {}
+        self._blocks: dict[int, JSON] = {}
+        self._json: dict[int, list[str]] = {}
+        self._part_index: dict[int, int] = {}
+        self._usage: JSON = {}
+        self._stopped = False
+
+    @property
+    def finished(self) -> bool:
+        """True once ``message_stop`` (or a stop reason) arrived: the response is complete."""
+        return self._stopped or self._message.get("stop_reason") is not None
+
+    def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
+        """Absorb one event; return the deltas it carries."""
+        kind = event.get("type")
+        if kind == "message_start":
+            self._message = dict(_obj(event.get("message"), "$.message"))
+            self._usage.update(_obj(self._message.get("usage") or {}, "$.message.usage"))
+        elif kind == "content_block_start":
+            return self._start(int(event["index"]), _obj(event.get("content_block"), "$.content_block"))
+        elif kind == "content_block_delta":
+            return self._delta(int(event["index"]), _obj(event.get("delta"), "$.delta"))
+        elif kind == "message_stop":
+            self._stopped = True
+        elif kind == "message_delta":
+            delta = _obj(event.get("delta") or {}, "$.delta")
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    self._message[key] = delta[key]
+            usage = event.get("usage")
+            if isinstance(usage, Mapping):
+                self._usage.update({k: v for k, v in cast(Mapping[str, Any], usage).items() if v is not None})
+        return []
+
+    def _start(self, index: int, block: Mapping[str, Any]) -> list[StreamEvent]:
+        self._blocks[index] = dict(block)
+        kind = block.get("type")
+        if kind not in _KEPT_BLOCKS:
+            return []
+        part = self._part_index[index] = len(self._part_index)
+        if kind == "tool_use":
+            self._json[index] = []
+            return [ToolCallDelta(part, id=block.get("id"), name=block.get("name"))]
+        if kind == "text" and block.get("text"):
+            return [TextDelta(part, block["text"])]
+        if kind == "thinking" and block.get("thinking"):
+            return [ReasoningDelta(part, block["thinking"])]
+        return []
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[StreamEvent]:
+        block = self._blocks.get(index)
+        if block is None:
+            raise _fail("content_block_delta before content_block_start", f"$.index({index})")
+        kind = delta.get("type")
+        part = self._part_index.get(index)
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+            return [TextDelta(part, delta["text"])] if part is not None and delta["text"] else []
+        if kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            return [ReasoningDelta(part, delta["thinking"])] if part is not None and delta["thinking"] else []
+        if kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta["signature"]
+        elif kind == "input_json_delta":
+            piece: str = delta.get("partial_json", "")
+            self._json.setdefault(index, []).append(piece)
+            if part is not None and piece:
+                return [ToolCallDelta(part, arguments=piece)]
+        return []
+
+    def body(self) -> JSON:
+        """The non-streamed response body equivalent to the events fed so far."""
+        content: list[JSON] = []
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            pieces = self._json.get(index)
+            if pieces and "".join(pieces):
+                text = "".join(pieces)
+                try:
+                    block = {**block, "input": _json_object.decode(text)}
+                except msgspec.DecodeError:
+                    block = {**block, "input": text}  # cut off mid-arguments: kept verbatim
+            content.append(block)
+        body = {**self._message, "content": content}
+        if self._usage:
+            body["usage"] = self._usage
+        return body
+
+    def result(self) -> ModelResponse:
+        """The response the equivalent non-streamed call would have produced."""
+        return decode_response(self.body())

@@ -1,0 +1,575 @@
+"""Google Gemini (``generateContent``) wire mapping: tether messages to ``contents`` and back.
+Pure; no SDK import. JSON field names are the REST API's camelCase.
+
+Mapping (docs/adr/0006-anthropic-gemini-wire.md):
+
+* ``Text`` ↔ ``{"text"}``; ``Text.signature`` ↔ the part's ``thoughtSignature``.
+* ``Reasoning`` ↔ ``{"text", "thought": true}`` (+ ``thoughtSignature``), ``provider="google"``.
+* ``ToolCall`` ↔ ``functionCall`` (``args`` = parsed arguments) with its ``thoughtSignature``
+  replayed byte for byte. Gemini often sends calls without ids: decoding makes deterministic ids
+  (from the response id and part index, or the transcript position) and sending always includes
+  ``id`` on calls and responses, so pairing survives the round trip.
+* ``ToolResult`` ↔ ``functionResponse`` in a ``user`` turn: ``response`` is ``{"output": text}``
+  (``{"error": text}`` when failed), or the text itself when it is a JSON object. Results with no
+  id are paired with the earliest unanswered call of the same name.
+* ``Image`` / ``Document`` ↔ ``inlineData`` (base64) or ``fileData`` (``fileUri``).
+* Signatures travel as the base64 text they arrived in; the SDK decodes either alphabet to the
+  same bytes. Signatures are only sent back to Google (the message's provider is ``google`` or
+  unknown); reasoning follows :func:`~tether.models.wire.replays_reasoning`.
+
+Encoding is cached per message and profile (O(new messages) per step); returned dicts are shared
+with that cache: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, cast
+from weakref import WeakKeyDictionary
+
+import msgspec
+
+from tether.errors import DecodeError
+from tether.messages import (
+    Document,
+    Image,
+    Message,
+    Part,
+    Reasoning,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from tether.models._base import ModelResponse, Profile, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
+from tether.models.wire._common import ConversionReport, replays_reasoning, wire_arguments
+
+__all__ = [
+    "PROFILES",
+    "PROVIDER",
+    "StreamAccumulator",
+    "decode_messages",
+    "decode_response",
+    "decode_usage",
+    "encode_messages",
+    "normalize_stop_reason",
+    "profile_for",
+]
+
+JSON = dict[str, Any]
+PROVIDER: Final = "google"
+"""The provider stamped on messages and reasoning decoded from the Gemini API."""
+
+_BASE = Profile(
+    provider=PROVIDER,
+    family="gemini",
+    images=True,
+    image_urls=True,
+    documents=True,
+    document_urls=True,
+    tool_result_media=False,
+    reasoning_replay="same-provider",
+)
+PROFILES: Final[tuple[Profile, ...]] = (
+    Profile(provider=PROVIDER, family="gemini-1.5", documents=True, document_urls=True),
+    Profile(provider=PROVIDER, family="gemini-2.0", documents=True, document_urls=True),
+    _BASE,
+)
+"""Capability profiles per model family (longest matching prefix wins; ``gemini`` — 2.5, 3 and
+later, the thinking models — is the default). Media in function responses is not sent."""
+
+_STOP_REASONS: Final = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+}
+_json_object = msgspec.json.Decoder(dict[str, Any])
+_URLSAFE: Final = str.maketrans("-_", "+/")
+
+_LossRecord = tuple[int | None, str, str, str]  # (part, kind, what, reason)
+_Encoded = tuple[str, tuple[JSON, ...], tuple[_LossRecord, ...]]  # (role, parts, losses)
+_cache: WeakKeyDictionary[Message, dict[Profile | None, _Encoded]] = WeakKeyDictionary()
+
+
+def profile_for(model: str) -> Profile:
+    """The capability profile of a Gemini model name (longest family prefix wins)."""
+    name = model.removeprefix("models/")
+    best = _BASE
+    for profile in PROFILES:
+        if name.startswith(profile.family) and len(profile.family) > len(best.family):
+            best = profile
+    return best
+
+
+# -- encoding ------------------------------------------------------------------------------------
+def encode_messages(
+    messages: Sequence[Message], *, profile: Profile | None = None
+) -> tuple[list[JSON], ConversionReport]:
+    """Tether messages → the request's ``contents``, plus what could not be carried.
+
+    ``profile`` decides reasoning replay; ``None`` means the default Gemini profile (thoughts from
+    Google are replayed), the right choice for exporting a transcript. Tool messages and a user
+    message right after them share one ``user`` turn, function responses first.
+    """
+    target = profile or _BASE
+    out: list[JSON] = []
+    report = ConversionReport()
+    merge_into: JSON | None = None
+    for index, message in enumerate(messages):
+        per_message = _cache.get(message)
+        if per_message is None:
+            per_message = _cache[message] = {}
+        encoded = per_message.get(target)
+        if encoded is None:
+            encoded = per_message[target] = _encode_message(message, target)
+        role, parts, losses = encoded
+        for part, kind, what, reason in losses:
+            if kind == "dropped":
+                report.drop(index, part, what, reason)
+            else:
+                report.approximate(index, part, what, reason)
+        if role == "system":
+            continue
+        if message.role == "tool":
+            if merge_into is not None:
+                merge_into["parts"] = [*merge_into["parts"], *parts]
+            else:
+                merge_into = {"role": "user", "parts": list(parts)}
+                out.append(merge_into)
+            continue
+        if role == "user" and merge_into is not None:
+            merge_into["parts"] = [*merge_into["parts"], *parts]
+            merge_into = None
+            continue
+        merge_into = None
+        if role == "model" and not parts:
+            report.drop(index, None, "assistant message", "nothing left that Gemini accepts")
+            continue
+        out.append({"role": role, "parts": list(parts)})
+    return out, report
+
+
+def _encode_message(message: Message, profile: Profile) -> _Encoded:
+    losses: list[_LossRecord] = []
+    if message.role == "system":
+        losses.append((None, "dropped", "system message", "Gemini takes instructions as systemInstruction"))
+        return "system", (), tuple(losses)
+    if message.role == "tool":
+        parts = tuple(_encode_result(pi, r, losses) for pi, r in enumerate(message.tool_results))
+        return "user", parts, tuple(losses)
+    signed = (message.provider or PROVIDER) == PROVIDER
+    out: list[JSON] = []
+    for pi, part in enumerate(message.parts):
+        encoded = _encode_part(pi, part, message, profile, signed, losses)
+        if encoded is not None:
+            out.append(encoded)
+    return ("model" if message.role == "assistant" else "user"), tuple(out), tuple(losses)
+
+
+def _sign(pi: int, entry: JSON, signature: str | None, signed: bool, losses: list[_LossRecord]) -> JSON:
+    if signature is not None:
+        if signed:
+            entry["thoughtSignature"] = signature
+        else:
+            losses.append((pi, "dropped", "signature", "signatures from other providers are not sent"))
+    return entry
+
+
+def _encode_part(
+    pi: int, part: Part, message: Message, profile: Profile, signed: bool, losses: list[_LossRecord]
+) -> JSON | None:
+    if type(part) is Text:
+        return _sign(pi, {"text": part.text}, part.signature, signed, losses)
+    if type(part) is Reasoning:
+        if not replays_reasoning(part, message, profile):
+            reason = (
+                f"{profile.provider}/{profile.family or '*'} does not take reasoning from {part.provider}"
+            )
+            losses.append((pi, "dropped", "reasoning", reason))
+            return None
+        if part.redacted:
+            losses.append((pi, "dropped", "reasoning", "Gemini has no redacted thoughts"))
+            return None
+        return _sign(pi, {"text": part.text, "thought": True}, part.signature, signed, losses)
+    if type(part) is ToolCall:
+        call: JSON = {"name": part.name, "args": _json_object.decode(wire_arguments(part))}
+        if part.id is not None:
+            call["id"] = part.id
+        if part.truncated:
+            losses.append((pi, "approximated", "tool call arguments", "not a JSON object: truncated_args"))
+        return _sign(pi, {"functionCall": call}, part.signature, signed, losses)
+    if type(part) is Image or type(part) is Document:
+        return _encode_media(part)
+    losses.append((pi, "dropped", type(part).__name__, "no Gemini equivalent"))  # pragma: no cover
+    return None  # pragma: no cover
+
+
+def _encode_media(part: Image | Document) -> JSON:
+    if part.url is not None:
+        file: JSON = {"fileUri": part.url}
+        if part.media_type:
+            file["mimeType"] = part.media_type
+        return {"fileData": file}
+    data = base64.b64encode(part.data or b"").decode()
+    return {"inlineData": {"data": data, "mimeType": part.media_type}}
+
+
+def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JSON:
+    for item in result.content:
+        if not isinstance(item, Text):
+            kind = type(item).__name__.lower()
+            losses.append((pi, "dropped", f"{kind} in tool result", "Gemini function responses take JSON"))
+    text = result.text
+    response: JSON
+    if result.failed:
+        response = {"error": text}
+    else:
+        try:
+            response = _json_object.decode(text)
+        except msgspec.DecodeError:
+            response = {"output": text}
+    function_response: JSON = {"name": result.name, "response": response}
+    if result.call_id:
+        function_response["id"] = result.call_id
+    return {"functionResponse": function_response}
+
+
+# -- decoding ------------------------------------------------------------------------------------
+def _fail(what: str, path: str) -> DecodeError:
+    return DecodeError(f"{what} at {path}", path=path)
+
+
+def _obj(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(f"expected an object, got {type(value).__name__}", path)
+    return cast(Mapping[str, Any], value)
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(f"expected an array, got {type(value).__name__}", path)
+    return cast(list[Any], value)
+
+
+def _get(obj: Mapping[str, Any], camel: str, snake: str) -> Any:
+    value = obj.get(camel)
+    return obj.get(snake) if value is None else value
+
+
+def _str(obj: Mapping[str, Any], camel: str, snake: str, path: str) -> str:
+    value = _get(obj, camel, snake)
+    if not isinstance(value, str):
+        raise _fail(f"expected a string {camel!r}, got {type(value).__name__}", f"{path}.{camel}")
+    return value
+
+
+def _signature(part: Mapping[str, Any], path: str) -> str | None:
+    value = _get(part, "thoughtSignature", "thought_signature")
+    if value is not None and not isinstance(value, str):
+        raise _fail("thoughtSignature must be a base64 string", f"{path}.thoughtSignature")
+    return value
+
+
+def _media(raw: Mapping[str, Any], path: str, *, inline: bool) -> Image | Document:
+    mime = _get(raw, "mimeType", "mime_type")
+    if mime is not None and not isinstance(mime, str):
+        raise _fail("mimeType must be a string", f"{path}.mimeType")
+    image = isinstance(mime, str) and mime.startswith("image/")
+    if not inline:
+        url = _str(raw, "fileUri", "file_uri", path)
+        return Image(url=url, media_type=mime) if image else Document(url=url, media_type=mime)
+    if mime is None:
+        raise _fail("inline data needs a mimeType", f"{path}.mimeType")
+    try:
+        text = _str(raw, "data", "data", path).translate(_URLSAFE)  # the SDK sends URL-safe base64
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise _fail("inline data is not base64", f"{path}.data") from None
+    return Image(data=data, media_type=mime) if image else Document(data=data, media_type=mime)
+
+
+def _call(raw: Mapping[str, Any], path: str, signature: str | None, fallback_id: str) -> ToolCall:
+    name = _str(raw, "name", "name", path)
+    args = raw.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise _fail("functionCall args must be an object", f"{path}.args")
+    call_id = raw.get("id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise _fail("functionCall id must be a string", f"{path}.id")
+    return ToolCall(call_id or fallback_id, name, msgspec.json.encode(args).decode(), signature=signature)
+
+
+def _response_text(response: object) -> tuple[str, bool]:
+    """(text, failed) of a ``functionResponse.response`` object (the inverse of encoding)."""
+    if isinstance(response, Mapping):
+        obj = cast(Mapping[str, Any], response)
+        if len(obj) == 1:
+            key, value = next(iter(obj.items()))
+            if key in ("output", "error") and isinstance(value, str):
+                return value, key == "error"
+            if key == "error":
+                return msgspec.json.encode(value).decode(), True
+    return msgspec.json.encode(response).decode(), False
+
+
+def _decode_part(
+    raw: Mapping[str, Any], path: str, role: str, fallback_id: str, mi: int, pi: int, report: ConversionReport
+) -> Part | None:
+    signature = _signature(raw, path)
+    if "text" in raw:
+        text = _str(raw, "text", "text", path)
+        if raw.get("thought") is True:
+            return Reasoning(text, signature=signature, provider=PROVIDER)
+        if not text and signature is None and role == "model":
+            return None  # the empty closing part of a stream
+        return Text(text, signature=signature)
+    call = _get(raw, "functionCall", "function_call")
+    if call is not None:
+        return _call(_obj(call, f"{path}.functionCall"), f"{path}.functionCall", signature, fallback_id)
+    inline = _get(raw, "inlineData", "inline_data")
+    if inline is not None:
+        return _media(_obj(inline, f"{path}.inlineData"), f"{path}.inlineData", inline=True)
+    file = _get(raw, "fileData", "file_data")
+    if file is not None:
+        if _get(raw, "videoMetadata", "video_metadata") is not None:
+            report.drop(mi, pi, "videoMetadata", "no tether equivalent")
+        return _media(_obj(file, f"{path}.fileData"), f"{path}.fileData", inline=False)
+    if signature is not None and len(raw) == 1:
+        return Text("", signature=signature)
+    kinds = ", ".join(sorted(k for k in raw if k not in ("thoughtSignature", "thought_signature")))
+    report.drop(mi, pi, f"{kinds or 'empty'} part", "no tether equivalent")
+    return None
+
+
+def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
+    """A Gemini ``contents`` list (a transcript) → tether messages.
+
+    ``functionResponse`` parts become a tool message ahead of the turn's other parts. Calls
+    without ids get ``gemini-call-<content>-<part>``; responses without ids pair with the earliest
+    unanswered call of the same name. Malformed input raises :class:`~tether.DecodeError` with a
+    JSON path such as ``$[3].parts[0].functionCall.name``.
+    """
+    report = ConversionReport()
+    out: list[Message] = []
+    pending: list[ToolCall] = []
+    for mi, raw in enumerate(_list(items, "$")):
+        path = f"$[{mi}]"
+        entry = _obj(raw, path)
+        role = entry.get("role", "user")
+        if role not in ("user", "model", "function"):
+            raise _fail(f"unknown role {role!r}", f"{path}.role")
+        parts: list[Part] = []
+        results: list[ToolResult] = []
+        for pi, part in enumerate(_list(entry.get("parts", []), f"{path}.parts")):
+            ppath = f"{path}.parts[{pi}]"
+            part = _obj(part, ppath)
+            response = _get(part, "functionResponse", "function_response")
+            if response is not None and role != "model":
+                results.append(_decode_result(_obj(response, f"{ppath}.functionResponse"), ppath, pending))
+                continue
+            decoded = _decode_part(part, ppath, role, f"gemini-call-{mi}-{pi}", mi, pi, report)
+            if decoded is None:
+                continue
+            if role != "model" and type(decoded) not in (Text, Image, Document):
+                report.drop(mi, pi, "part", f"a {type(decoded).__name__} cannot be in a user turn")
+                continue
+            if type(decoded) is ToolCall:
+                pending.append(decoded)
+            parts.append(decoded)
+        if results:
+            out.append(Message("tool", tuple(results)))
+        if parts or not results:
+            out.append(Message("assistant" if role == "model" else "user", tuple(parts)))
+    return out, report
+
+
+def _decode_result(raw: Mapping[str, Any], path: str, pending: list[ToolCall]) -> ToolResult:
+    rpath = f"{path}.functionResponse"
+    name = _str(raw, "name", "name", rpath)
+    call_id = raw.get("id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise _fail("functionResponse id must be a string", f"{rpath}.id")
+    match = next((c for c in pending if (c.id == call_id if call_id else c.name == name)), None)
+    if match is not None:
+        pending.remove(match)
+        call_id = call_id or match.id
+    if not call_id:
+        raise _fail(f"functionResponse {name!r} has no id and no unanswered call to pair with", rpath)
+    text, failed = _response_text(raw.get("response", {}))
+    return ToolResult(call_id, name, (Text(text),), failed=failed)
+
+
+def normalize_stop_reason(finish_reason: object, *, has_tool_calls: bool) -> str:
+    """Gemini ``finishReason`` → ``stop`` | ``tool_calls`` | ``length`` | ``content_filter``, or the
+    provider value (``MALFORMED_FUNCTION_CALL``…) passed through."""
+    if has_tool_calls and finish_reason in (None, "STOP"):
+        return "tool_calls"
+    if not isinstance(finish_reason, str):
+        return "stop"
+    return _STOP_REASONS.get(finish_reason, finish_reason)
+
+
+def decode_usage(raw: object) -> Usage:
+    """Gemini ``usageMetadata`` → :class:`~tether.Usage`. Output counts thoughts too (as OpenAI
+    counts reasoning tokens); ``reasoning_tokens`` is the thought share."""
+    if not isinstance(raw, Mapping):
+        return Usage()
+    usage = cast(Mapping[str, Any], raw)
+
+    def count(camel: str, snake: str) -> int:
+        value = _get(usage, camel, snake)
+        return value if isinstance(value, int) else 0
+
+    thoughts = count("thoughtsTokenCount", "thoughts_token_count")
+    return Usage(
+        input_tokens=count("promptTokenCount", "prompt_token_count")
+        + count("toolUsePromptTokenCount", "tool_use_prompt_token_count"),
+        output_tokens=count("candidatesTokenCount", "candidates_token_count") + thoughts,
+        cache_read_tokens=count("cachedContentTokenCount", "cached_content_token_count"),
+        reasoning_tokens=thoughts,
+    )
+
+
+def _response_key(body: Mapping[str, Any]) -> str:
+    response_id = _get(body, "responseId", "response_id")
+    if isinstance(response_id, str) and response_id:
+        return response_id
+    return hashlib.sha256(msgspec.json.encode(body)).hexdigest()[:16]
+
+
+def decode_response(body: Mapping[str, Any]) -> ModelResponse:
+    """A ``generateContent`` response body → :class:`~tether.models.ModelResponse` (first candidate).
+
+    Calls without ids get ``gemini-<responseId>-<part>``: the same body always gives the same ids.
+    A prompt blocked before any candidate gives an empty message with stop reason
+    ``content_filter``.
+    """
+    body = _obj(body, "$")
+    candidates = _list(body.get("candidates") or [], "$.candidates")
+    parts: list[Part] = []
+    finish: object = None
+    report = ConversionReport()
+    if candidates:
+        candidate = _obj(candidates[0], "$.candidates[0]")
+        finish = _get(candidate, "finishReason", "finish_reason")
+        content = _obj(candidate.get("content") or {}, "$.candidates[0].content")
+        key = _response_key(body)
+        for pi, raw in enumerate(_list(content.get("parts") or [], "$.candidates[0].content.parts")):
+            path = f"$.candidates[0].content.parts[{pi}]"
+            part = _decode_part(_obj(raw, path), path, "model", f"gemini-{key}-{pi}", 0, pi, report)
+            if part is not None:
+                parts.append(part)
+    else:
+        feedback = _get(body, "promptFeedback", "prompt_feedback")
+        if isinstance(feedback, Mapping) and _get(
+            cast(Mapping[str, Any], feedback), "blockReason", "block_reason"
+        ):
+            finish = "SAFETY"
+    has_calls = any(type(p) is ToolCall for p in parts)
+    stop_reason = normalize_stop_reason(finish, has_tool_calls=has_calls)
+    usage = decode_usage(_get(body, "usageMetadata", "usage_metadata"))
+    model = _get(body, "modelVersion", "model_version")
+    response_id = _get(body, "responseId", "response_id")
+    message = Message(
+        "assistant",
+        tuple(parts),
+        provider=PROVIDER,
+        model=model if isinstance(model, str) else None,
+        stop_reason=stop_reason,
+        usage=usage,
+        response_id=response_id if isinstance(response_id, str) else None,
+    )
+    return ModelResponse(message, stop_reason, usage)
+
+
+# -- streaming -----------------------------------------------------------------------------------
+class StreamAccumulator:
+    """Feeds ``streamGenerateContent`` chunks (each a response body) as dicts. Text pieces of the
+    same kind (answer or thought) are joined into one part; a signature that arrives on a later
+    piece attaches to the part it belongs to. :meth:`body` is the equivalent non-streamed body and
+    :meth:`result` its :func:`decode_response`. Delta indexes are final part indexes."""
+
+    def __init__(self) -> None:
+        self._parts: list[JSON] = []
+        self._meta: JSON = {}
+        self._finish: object = None
+
+    @property
+    def finished(self) -> bool:
+        """True once a chunk carried a ``finishReason`` (or the prompt was blocked)."""
+        return self._finish is not None or "promptFeedback" in self._meta
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        """Absorb one chunk; return the deltas it carries."""
+        chunk = _obj(chunk, "$")
+        for key in ("responseId", "modelVersion", "usageMetadata", "promptFeedback"):
+            value = chunk.get(key)
+            if value is not None:
+                self._meta[key] = value
+        events: list[StreamEvent] = []
+        candidates = _list(chunk.get("candidates") or [], "$.candidates")
+        if not candidates:
+            return events
+        candidate = _obj(candidates[0], "$.candidates[0]")
+        finish = candidate.get("finishReason")
+        if finish is not None:
+            self._finish = finish
+        content = _obj(candidate.get("content") or {}, "$.candidates[0].content")
+        for pi, raw in enumerate(_list(content.get("parts") or [], "$.candidates[0].content.parts")):
+            self._absorb(_obj(raw, f"$.candidates[0].content.parts[{pi}]"), events)
+        return events
+
+    def _index_of_last(self) -> int:
+        """The final part index of the last assembled part (empty unsigned texts are left out)."""
+        return sum(1 for p in self._parts[:-1] if p.get("text") != "" or "thoughtSignature" in p)
+
+    def _absorb(self, raw: Mapping[str, Any], events: list[StreamEvent]) -> None:
+        text = raw.get("text")
+        signature = raw.get("thoughtSignature")
+        last = self._parts[-1] if self._parts else None
+        if isinstance(text, str) and set(raw) <= {"text", "thought", "thoughtSignature"}:
+            thought = raw.get("thought") is True
+            joinable = (
+                last is not None
+                and "text" in last
+                and (last.get("thought") is True) == thought
+                and not (signature is not None and "thoughtSignature" in last)
+            )
+            if joinable and last is not None:
+                last["text"] = last["text"] + text
+                if signature is not None:
+                    last["thoughtSignature"] = signature
+            else:
+                self._parts.append(dict(raw))
+            index = self._index_of_last()
+            if text:
+                events.append(ReasoningDelta(index, text) if thought else TextDelta(index, text))
+            return
+        self._parts.append(dict(raw))
+        index = self._index_of_last()
+        call = raw.get("functionCall")
+        if isinstance(call, Mapping):
+            call = cast(Mapping[str, Any], call)
+            arguments = msgspec.json.encode(call.get("args") or {}).decode()
+            events.append(ToolCallDelta(index, id=call.get("id"), name=call.get("name"), arguments=arguments))
+
+    def body(self) -> JSON:
+        """The non-streamed response body equivalent to the chunks fed so far."""
+        candidate: JSON = {"content": {"role": "model", "parts": self._parts}, "index": 0}
+        if self._finish is not None:
+            candidate["finishReason"] = self._finish
+        return {"candidates": [candidate], **self._meta}
+
+    def result(self) -> ModelResponse:
+        """The response the equivalent non-streamed call would have produced."""
+        return decode_response(self.body())

@@ -1,0 +1,382 @@
+"""OpenAI Chat Completions wire mapping (also every OpenAI-compatible server: Ollama, vLLM,
+llama.cpp's server, Groq). Pure functions over JSON-shaped dicts; no SDK import.
+
+- :func:`encode_messages` — tether messages → the request's ``messages`` list. Conversion is cached
+  per message (and per target profile), so building the request at each step of a run costs
+  O(new messages). The returned dicts are shared with that cache: treat them as read-only.
+- :func:`decode_messages` — a Chat Completions ``messages`` list (a transcript) → tether messages.
+- :func:`decode_response` — a ``chat.completion`` body → :class:`~tether.models.ModelResponse`.
+- :class:`StreamAccumulator` — ``chat.completion.chunk`` dicts → deltas, then exactly the response
+  :func:`decode_response` gives for the equivalent non-streamed body.
+
+Rules shared by every wire are in docs/adr/0005-wire-mapping.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Sequence
+from typing import Final
+from weakref import WeakKeyDictionary
+
+from tether.messages import (
+    Document,
+    Image,
+    Message,
+    Part,
+    Reasoning,
+    ResultPart,
+    Text,
+    ToolCall,
+    ToolResult,
+)
+from tether.models._base import Profile, StreamEvent
+from tether.models.wire._common import ConversionReport, replays_reasoning, wire_arguments
+from tether.models.wire._openai_chat_response import (
+    JSON,
+    StreamAccumulator,
+    _decode_call,  # pyright: ignore[reportPrivateUsage]
+    _fail,  # pyright: ignore[reportPrivateUsage]
+    _fallback_id,  # pyright: ignore[reportPrivateUsage]
+    _want_dict,  # pyright: ignore[reportPrivateUsage]
+    _want_list,  # pyright: ignore[reportPrivateUsage]
+    _want_str,  # pyright: ignore[reportPrivateUsage]
+    decode_response,
+    decode_usage,
+    normalize_stop_reason,
+)
+
+__all__ = [
+    "StreamAccumulator",
+    "decode_messages",
+    "decode_response",
+    "decode_usage",
+    "encode_messages",
+    "iter_events",
+    "normalize_stop_reason",
+]
+
+_LossRecord = tuple[int | None, str, str, str]  # (part, kind, what, reason); message index added later
+_Encoded = tuple[tuple[JSON, ...], tuple[_LossRecord, ...]]
+
+_TEXT_DOCUMENT_TYPES: Final = (
+    "application/json",
+    "application/yaml",
+    "application/x-yaml",
+    "application/xml",
+)
+
+# Servers whose request schema rejects ``"content": null`` next to tool calls (llama-cpp-python's
+# server validates content as a string; OpenAI's own null is the default elsewhere).
+_STRING_CONTENT_ONLY: Final = frozenset({"llama-cpp"})
+
+_cache: WeakKeyDictionary[Message, dict[Profile | None, _Encoded]] = WeakKeyDictionary()
+
+
+# -- encoding ------------------------------------------------------------------------------------
+def encode_messages(
+    messages: Sequence[Message], *, profile: Profile | None = None
+) -> tuple[list[JSON], ConversionReport]:
+    """Tether messages → Chat Completions request ``messages``, plus what could not be carried.
+
+    ``system`` messages become ``{"role": "system"}`` entries in place; a driver sends its
+    ``instructions`` as one leading system message (they are not part of the history). A tool
+    message becomes one ``{"role": "tool"}`` entry per result. ``profile`` (a
+    :class:`~tether.models.Profile`) decides reasoning replay; with ``None`` reasoning is dropped.
+    Content the wire cannot hold is dropped and reported; drivers reject it earlier with
+    ``check_content``.
+    """
+    out: list[JSON] = []
+    report = ConversionReport()
+    for index, message in enumerate(messages):
+        per_message = _cache.get(message)
+        if per_message is None:
+            per_message = {}
+            _cache[message] = per_message
+        encoded = per_message.get(profile)
+        if encoded is None:
+            encoded = _encode_message(message, profile)
+            per_message[profile] = encoded
+        out.extend(encoded[0])
+        for part, kind, what, reason in encoded[1]:
+            if kind == "dropped":
+                report.drop(index, part, what, reason)
+            else:
+                report.approximate(index, part, what, reason)
+    return out, report
+
+
+def _encode_message(message: Message, profile: Profile | None) -> _Encoded:
+    losses: list[_LossRecord] = []
+    role = message.role
+    if role == "tool":
+        return tuple(_encode_result(pi, r, losses) for pi, r in enumerate(message.tool_results)), tuple(
+            losses
+        )
+    if role == "assistant":
+        return (_encode_assistant(message, profile, losses),), tuple(losses)
+    content: list[JSON] = []
+    for pi, part in enumerate(message.parts):
+        item = _encode_content_part(pi, part, losses)
+        if item is not None:
+            content.append(item)
+    entry: JSON = {"role": role, "content": _collapse(content)}
+    return (entry,), tuple(losses)
+
+
+def _collapse(content: list[JSON]) -> str | list[JSON]:
+    """A single plain text part is sent as a string (the shape every server accepts)."""
+    if len(content) == 1 and content[0]["type"] == "text":
+        text: str = content[0]["text"]
+        return text
+    return content
+
+
+def _data_uri(media_type: str | None, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def _encode_content_part(pi: int, part: Part | ResultPart, losses: list[_LossRecord]) -> JSON | None:
+    if type(part) is Text:
+        if part.signature is not None:
+            losses.append((pi, "dropped", "text signature", "OpenAI Chat has no field for signatures"))
+        return {"type": "text", "text": part.text}
+    if type(part) is Image:
+        url = part.url if part.url is not None else _data_uri(part.media_type, part.data or b"")
+        return {"type": "image_url", "image_url": {"url": url}}
+    if type(part) is Document:
+        if part.data is None:
+            losses.append((pi, "dropped", "document URL", "OpenAI Chat takes documents only inline"))
+            return None
+        media_type = part.media_type or ""
+        if media_type == "application/pdf":
+            filename = part.title or "document.pdf"
+            return {
+                "type": "file",
+                "file": {"filename": filename, "file_data": _data_uri(media_type, part.data)},
+            }
+        if media_type.startswith("text/") or media_type in _TEXT_DOCUMENT_TYPES:
+            losses.append(
+                (pi, "approximated", "text document", "sent as a text part (OpenAI Chat files are PDF)")
+            )
+            title = f' title="{part.title}"' if part.title else ""
+            body = part.data.decode("utf-8", errors="replace")
+            return {"type": "text", "text": f'<document type="{media_type}"{title}>\n{body}\n</document>'}
+        losses.append((pi, "dropped", f"document ({media_type})", "OpenAI Chat takes PDF files only"))
+        return None
+    losses.append((pi, "dropped", type(part).__name__, "not valid in this message role on OpenAI Chat"))
+    return None
+
+
+def _encode_assistant(message: Message, profile: Profile | None, losses: list[_LossRecord]) -> JSON:
+    texts: list[str] = []
+    calls: list[JSON] = []
+    reasoning: list[str] = []
+    for pi, part in enumerate(message.parts):
+        if type(part) is Text:
+            if part.signature is not None:
+                losses.append((pi, "dropped", "text signature", "OpenAI Chat has no field for signatures"))
+            texts.append(part.text)
+        elif type(part) is ToolCall:
+            calls.append(_encode_call(pi, part, losses))
+        elif type(part) is Reasoning:
+            if profile is not None and replays_reasoning(part, message, profile) and part.text:
+                reasoning.append(part.text)
+            else:
+                losses.append(
+                    (pi, "dropped", "reasoning", "OpenAI Chat does not replay reasoning (ADR 0005)")
+                )
+        else:
+            losses.append((pi, "dropped", type(part).__name__, "OpenAI Chat assistant content is text only"))
+    content: str | list[JSON] | None
+    if len(texts) > 1:
+        content = [{"type": "text", "text": t} for t in texts]
+    elif texts:
+        content = texts[0]
+    elif calls and (profile is None or profile.provider not in _STRING_CONTENT_ONLY):
+        content = None
+    else:
+        content = ""
+    entry: JSON = {"role": "assistant", "content": content}
+    if reasoning:
+        entry["reasoning_content"] = "".join(reasoning)
+    if calls:
+        entry["tool_calls"] = calls
+    return entry
+
+
+def _encode_call(pi: int, call: ToolCall, losses: list[_LossRecord]) -> JSON:
+    call_id = call.id
+    if not call_id:
+        call_id = _fallback_id(pi, call.name, call.arguments)
+        losses.append((pi, "approximated", "tool call id", f"missing id sent as {call_id}"))
+    arguments = wire_arguments(call)
+    if arguments is not call.arguments:
+        losses.append(
+            (pi, "approximated", "tool call arguments", "not a JSON object: sent as truncated_args")
+        )
+    if call.signature is not None:
+        losses.append((pi, "dropped", "tool call signature", "OpenAI Chat has no field for signatures"))
+    if call.provider_id is not None:
+        losses.append((pi, "dropped", "tool call provider id", "OpenAI Chat has no item ids"))
+    return {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JSON:
+    texts: list[str] = []
+    for item in result.content:
+        if type(item) is Text:
+            texts.append(item.text)
+        else:
+            losses.append(
+                (
+                    pi,
+                    "dropped",
+                    f"{type(item).__name__.lower()} in tool result",
+                    "tool messages are text only",
+                )
+            )
+    if result.failed:
+        losses.append((pi, "approximated", "failed flag", "OpenAI Chat tool messages carry no error flag"))
+    if result.synthesized:
+        losses.append(
+            (pi, "approximated", "synthesized flag", "synthesized results are sent as ordinary results")
+        )
+    content: str | list[JSON] = (
+        texts[0] if len(texts) == 1 else "" if not texts else [{"type": "text", "text": t} for t in texts]
+    )
+    return {"role": "tool", "tool_call_id": result.call_id, "content": content}
+
+
+# -- decoding a transcript -----------------------------------------------------------------------
+def _parse_data_uri(uri: str, path: str) -> tuple[str, bytes]:
+    head, sep, payload = uri.partition(",")
+    if not sep or not head.startswith("data:") or not head.endswith(";base64"):
+        raise _fail("expected a base64 data: URI", path)
+    try:
+        return head[5:-7], base64.b64decode(payload, validate=True)
+    except binascii.Error as exc:
+        raise _fail(f"invalid base64 ({exc})", path) from None
+
+
+def _decode_part(raw: object, path: str, mi: int, pi: int, report: ConversionReport) -> Part | None:
+    item = _want_dict(raw, path)
+    kind = item.get("type")
+    if kind == "text":
+        return Text(_want_str(item.get("text"), f"{path}.text"))
+    if kind == "image_url":
+        spec = _want_dict(item.get("image_url"), f"{path}.image_url")
+        url = _want_str(spec.get("url"), f"{path}.image_url.url")
+        if spec.get("detail") not in (None, "auto"):
+            report.drop(mi, pi, "image detail", "tether images carry no detail level")
+        if url.startswith("data:"):
+            media_type, data = _parse_data_uri(url, f"{path}.image_url.url")
+            return Image(data=data, media_type=media_type)
+        return Image(url=url)
+    if kind == "file":
+        spec = _want_dict(item.get("file"), f"{path}.file")
+        if "file_data" not in spec:
+            report.drop(mi, pi, "file reference", "an uploaded file id has no tether equivalent")
+            return None
+        data_uri = _want_str(spec.get("file_data"), f"{path}.file.file_data")
+        media_type, data = _parse_data_uri(data_uri, f"{path}.file.file_data")
+        title = spec.get("filename")
+        return Document(data=data, media_type=media_type, title=title if isinstance(title, str) else None)
+    if kind == "refusal":
+        report.approximate(mi, pi, "refusal", "imported as text")
+        return Text(_want_str(item.get("refusal"), f"{path}.refusal"))
+    if isinstance(kind, str):
+        report.drop(mi, pi, f"{kind} content", "no tether equivalent")
+        return None
+    raise _fail("content part without a type", f"{path}.type")
+
+
+def _decode_content(
+    value: object, path: str, mi: int, report: ConversionReport, *, assistant: bool
+) -> list[Part]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [] if assistant and not value else [Text(value)]
+    items = _want_list(value, path)
+    parts: list[Part] = []
+    for pi, raw in enumerate(items):
+        part = _decode_part(raw, f"{path}[{pi}]", mi, len(parts), report)
+        if part is not None:
+            parts.append(part)
+    return parts
+
+
+def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
+    """A Chat Completions ``messages`` list → tether messages, plus what could not be carried.
+
+    ``developer`` entries become system messages; consecutive ``tool`` entries become one tether
+    tool message (the names come from the matching calls). Malformed input raises
+    :class:`~tether.DecodeError` whose ``path`` points at the element (``$[3].tool_calls[0].function``).
+    """
+    entries = _want_list(items, "$")
+    out: list[Message] = []
+    report = ConversionReport()
+    names: dict[str, str] = {}
+    for i, raw in enumerate(entries):
+        path = f"$[{i}]"
+        entry = _want_dict(raw, path)
+        role = entry.get("role")
+        mi = len(out)
+        if role == "tool":
+            call_id = _want_str(entry.get("tool_call_id"), f"{path}.tool_call_id")
+            content = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=False)
+            texts = [p for p in content if type(p) is Text]
+            if call_id not in names:
+                report.approximate(mi, None, "tool name", f"no earlier call has id {call_id!r}")
+            result = ToolResult(
+                call_id, names.get(call_id, ""), tuple(t for t in texts if t.text or len(texts) > 1)
+            )
+            if out and out[-1].role == "tool" and entries[i - 1].get("role") == "tool":
+                out[-1] = Message("tool", (*out[-1].parts, result))
+            else:
+                out.append(Message("tool", (result,)))
+            continue
+        if role in ("system", "developer", "user"):
+            if role == "developer":
+                report.approximate(mi, None, "developer role", "imported as a system message")
+            parts = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=False)
+            if role != "user" and any(type(p) is not Text for p in parts):
+                raise _fail("system content must be text", f"{path}.content")
+            out.append(Message("user" if role == "user" else "system", tuple(parts)))
+        elif role == "assistant":
+            parts = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=True)
+            reasoning = entry.get("reasoning_content", entry.get("reasoning"))
+            if isinstance(reasoning, str) and reasoning:
+                parts.insert(0, Reasoning(reasoning))
+            refusal = entry.get("refusal")
+            if isinstance(refusal, str) and refusal:
+                report.approximate(mi, len(parts), "refusal", "imported as text")
+                parts.append(Text(refusal))
+            calls = entry.get("tool_calls")
+            for ci, raw_call in enumerate(
+                _want_list(calls, f"{path}.tool_calls") if calls is not None else []
+            ):
+                call = _decode_call(raw_call, f"{path}.tool_calls[{ci}]")
+                if call.id is None:
+                    report.approximate(mi, len(parts), "tool call id", "the transcript gave none")
+                else:
+                    names[call.id] = call.name
+                parts.append(call)
+            out.append(Message("assistant", tuple(parts)))
+        else:
+            raise _fail(f"unknown role {role!r}", f"{path}.role")
+        if entry.get("name") is not None:
+            report.drop(mi, None, "participant name", "tether messages carry no name")
+    return out, report
+
+
+def iter_events(chunks: Iterable[JSON], *, provider: str = "openai") -> list[StreamEvent]:
+    """All deltas of a recorded chunk sequence followed by the final response (for tests and replays)."""
+    accumulator = StreamAccumulator(provider=provider)
+    events: list[StreamEvent] = []
+    for chunk in chunks:
+        events.extend(accumulator.feed(chunk))
+    events.append(accumulator.result())
+    return events

@@ -1,0 +1,279 @@
+"""``MemoryStore``: the Store contract in process memory (tests, prototypes, one-process apps)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from tether.errors import NotFound, UserError
+from tether.messages import Message
+from tether.messages import new_id as _new_id
+from tether.stores._common import (
+    batch_facts,
+    check_append,
+    check_id,
+    check_load,
+    conflict,
+    not_found,
+    now,
+    since_beyond,
+    to_datetime,
+)
+from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass(slots=True)
+class _Effect:
+    run_id: str
+    tool_name: str
+    arguments: str
+    started_at: float
+    finished: bool = False
+    failed: bool = False
+    stored: bool = False
+
+
+@dataclass(slots=True)
+class _Conversation:
+    created_at: float
+    updated_at: float
+    messages: list[Message] = field(default_factory=lambda: [])
+    preview: str | None = None
+    last_model: str | None = None
+    forked_from: tuple[str, int] | None = None
+    effects: dict[str, _Effect] = field(default_factory=lambda: {})
+
+
+class MemoryStore:
+    """An in-memory ``Store``. Messages are immutable, so they are kept as objects, never copied.
+
+    Safe to share between tasks and threads of one process; nothing survives the process.
+    ``clock`` returns seconds since the epoch (retention tests pass their own).
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = now) -> None:
+        self._data: dict[tuple[str, str], _Conversation] = {}
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    def _get(self, owner: str, conversation_id: str) -> _Conversation:
+        conversation = self._data.get(
+            (check_id(owner, "owner"), check_id(conversation_id, "conversation_id"))
+        )
+        if conversation is None:
+            raise not_found(conversation_id)
+        return conversation
+
+    def _info(self, conversation_id: str, c: _Conversation) -> ConversationInfo:
+        return ConversationInfo(
+            conversation_id=conversation_id,
+            version=len(c.messages),
+            created_at=to_datetime(c.created_at),
+            updated_at=to_datetime(c.updated_at),
+            preview=c.preview,
+            last_model=c.last_model,
+            forked_from=c.forked_from,
+        )
+
+    async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
+        """See ``Store.create``."""
+        check_id(owner, "owner")
+        cid = _new_id() if conversation_id is None else check_id(conversation_id, "conversation_id")
+        with self._lock:
+            existing = self._data.get((owner, cid))
+            if existing is not None:
+                if exist_ok:
+                    return cid
+                raise conflict(cid, 0, len(existing.messages))
+            t = self._clock()
+            self._data[(owner, cid)] = _Conversation(created_at=t, updated_at=t)
+        return cid
+
+    async def append(
+        self,
+        owner: str,
+        conversation_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_version: int | None = None,
+    ) -> int:
+        """See ``Store.append``."""
+        check_append(messages, expected_version)
+        facts = batch_facts(messages)
+        with self._lock:
+            c = self._get(owner, conversation_id)
+            version = len(c.messages)
+            if expected_version is not None and expected_version != version:
+                raise conflict(conversation_id, expected_version, version)
+            if not messages:
+                return version
+            c.messages.extend(messages)
+            c.updated_at = self._clock()
+            if c.preview is None:
+                c.preview = facts.preview
+            if facts.last_model is not None:
+                c.last_model = facts.last_model
+            for call_id in facts.result_call_ids:
+                effect = c.effects.get(call_id)
+                if effect is not None:
+                    effect.stored = True
+            return len(c.messages)
+
+    async def load(
+        self,
+        owner: str,
+        conversation_id: str,
+        *,
+        tail: int | None = None,
+        since: int | None = None,
+        on_corrupt: OnCorrupt = "raise",
+    ) -> Loaded:
+        """See ``Store.load``. Memory never holds a corrupt row."""
+        check_load(tail, since, on_corrupt)
+        with self._lock:
+            c = self._get(owner, conversation_id)
+            version = len(c.messages)
+            offset = 0
+            if tail is not None:
+                offset = max(0, version - tail)
+            elif since is not None:
+                if since > version:
+                    raise since_beyond(conversation_id, since, version)
+                offset = since
+            return Loaded(conversation_id, tuple(c.messages[offset:]), version, offset)
+
+    async def conversations(
+        self, owner: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[ConversationInfo]:
+        """See ``Store.conversations``."""
+        check_id(owner, "owner")
+        with self._lock:
+            mine = [(cid, c) for (o, cid), c in self._data.items() if o == owner]
+        mine.sort(key=lambda item: (item[1].updated_at, item[0]), reverse=True)
+        end = None if limit is None else offset + limit
+        return [self._info(cid, c) for cid, c in mine[offset:end]]
+
+    async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
+        """See ``Store.info``."""
+        with self._lock:
+            return self._info(conversation_id, self._get(owner, conversation_id))
+
+    async def fork(
+        self,
+        owner: str,
+        conversation_id: str,
+        at_version: int | None = None,
+        new_id: str | None = None,
+    ) -> str:
+        """See ``Store.fork``."""
+        target = _new_id() if new_id is None else check_id(new_id, "new_id")
+        with self._lock:
+            c = self._get(owner, conversation_id)
+            version = len(c.messages)
+            at = version if at_version is None else at_version
+            if type(at) is not int or not 0 <= at <= version:
+                raise UserError(f"at_version must be between 0 and {version}, not {at_version!r}")
+            if (owner, target) in self._data:
+                raise conflict(target, 0, len(self._data[(owner, target)].messages))
+            copied = c.messages[:at]
+            facts = batch_facts(copied)
+            t = self._clock()
+            self._data[(owner, target)] = _Conversation(
+                created_at=t,
+                updated_at=t,
+                messages=list(copied),
+                preview=facts.preview,
+                last_model=facts.last_model,
+                forked_from=(conversation_id, at),
+            )
+        return target
+
+    async def delete(self, owner: str, conversation_id: str) -> None:
+        """See ``Store.delete``."""
+        with self._lock:
+            self._get(owner, conversation_id)
+            del self._data[(owner, conversation_id)]
+
+    async def purge(
+        self,
+        older_than: timedelta,
+        *,
+        owner: str | None = None,
+        on_expire: ExpireHook | None = None,
+    ) -> int:
+        """See ``Store.purge``."""
+        cutoff = self._clock() - older_than.total_seconds()
+        with self._lock:
+            idle = [
+                (o, cid, c)
+                for (o, cid), c in self._data.items()
+                if c.updated_at < cutoff and (owner is None or o == owner)
+            ]
+        deleted = 0
+        for o, cid, c in idle:
+            if on_expire is not None and not await on_expire(self._info(cid, c), tuple(c.messages)):
+                continue
+            with self._lock:
+                current = self._data.get((o, cid))
+                if current is c and c.updated_at < cutoff:  # not touched while the hook ran
+                    del self._data[(o, cid)]
+                    deleted += 1
+        return deleted
+
+    async def record_tool_started(
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        call_id: str,
+        tool_name: str,
+        arguments: str,
+    ) -> bool:
+        """See ``Store.record_tool_started``."""
+        check_id(run_id, "run_id")
+        check_id(call_id, "call_id")
+        check_id(tool_name, "tool_name")
+        with self._lock:
+            c = self._get(owner, conversation_id)
+            if call_id in c.effects:
+                return False
+            c.effects[call_id] = _Effect(run_id, tool_name, arguments, self._clock())
+            return True
+
+    async def record_tool_finished(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
+    ) -> None:
+        """See ``Store.record_tool_finished``."""
+        with self._lock:
+            c = self._get(owner, conversation_id)
+            effect = c.effects.get(call_id)
+            if effect is None or effect.run_id != run_id:
+                raise NotFound(f"no started tool call {call_id!r} of run {run_id!r}")
+            effect.finished = True
+            effect.failed = failed
+
+    async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
+        """See ``Store.pending_tool_effects``."""
+        with self._lock:
+            c = self._get(owner, conversation_id)
+            pending = [(call_id, e) for call_id, e in c.effects.items() if not e.stored]
+        return [
+            ToolEffect(
+                conversation_id=conversation_id,
+                run_id=e.run_id,
+                call_id=call_id,
+                tool_name=e.tool_name,
+                arguments=e.arguments,
+                started_at=to_datetime(e.started_at),
+                finished=e.finished,
+                failed=e.failed,
+            )
+            for call_id, e in sorted(pending, key=lambda item: item[1].started_at)
+        ]
+
+    async def close(self) -> None:
+        """Nothing to release."""

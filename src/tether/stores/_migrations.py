@@ -1,0 +1,97 @@
+"""Named schema migrations. Each runs in one transaction with the row recording its name.
+
+Migrations are append-only: a released migration is never edited; a schema change is a new
+named step at the end of the list. ``tether_migrations`` holds the names applied.
+"""
+
+from __future__ import annotations
+
+__all__ = ["POSTGRES", "SQLITE"]
+
+SQLITE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "0001_conversations_messages_ledger",
+        (
+            """CREATE TABLE tether_conversations (
+                pk INTEGER PRIMARY KEY,
+                owner TEXT NOT NULL,
+                id TEXT NOT NULL,
+                version INTEGER NOT NULL DEFAULT 0,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL,
+                preview_key TEXT,
+                preview BLOB,
+                last_model TEXT,
+                forked_from TEXT,
+                forked_at INTEGER,
+                UNIQUE (owner, id)
+            )""",
+            "CREATE INDEX tether_conversations_owner_updated ON tether_conversations (owner, updated_at)",
+            "CREATE INDEX tether_conversations_updated ON tether_conversations (updated_at)",
+            """CREATE TABLE tether_messages (
+                conversation INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                key_id TEXT,
+                data BLOB NOT NULL,
+                PRIMARY KEY (conversation, seq)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE tether_tool_effects (
+                conversation INTEGER NOT NULL,
+                call_id TEXT NOT NULL,
+                run_id TEXT NOT NULL,
+                tool_name TEXT NOT NULL,
+                arguments_key TEXT,
+                arguments BLOB NOT NULL,
+                started_at REAL NOT NULL,
+                finished_at REAL,
+                failed INTEGER NOT NULL DEFAULT 0,
+                stored_seq INTEGER,
+                PRIMARY KEY (conversation, call_id)
+            )""",
+        ),
+    ),
+)
+
+POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "0001_conversations_messages_ledger",
+        (
+            """CREATE TABLE tether_conversations (
+                pk BIGSERIAL PRIMARY KEY,
+                owner TEXT NOT NULL,
+                id TEXT NOT NULL,
+                version BIGINT NOT NULL DEFAULT 0,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                preview_key TEXT,
+                preview BYTEA,
+                last_model TEXT,
+                forked_from TEXT,
+                forked_at BIGINT,
+                UNIQUE (owner, id)
+            )""",
+            "CREATE INDEX tether_conversations_owner_updated ON tether_conversations (owner, updated_at)",
+            "CREATE INDEX tether_conversations_updated ON tether_conversations (updated_at)",
+            """CREATE TABLE tether_messages (
+                conversation BIGINT NOT NULL REFERENCES tether_conversations (pk) ON DELETE CASCADE,
+                seq BIGINT NOT NULL,
+                key_id TEXT,
+                data BYTEA NOT NULL,
+                PRIMARY KEY (conversation, seq)
+            )""",
+            """CREATE TABLE tether_tool_effects (
+                conversation BIGINT NOT NULL REFERENCES tether_conversations (pk) ON DELETE CASCADE,
+                call_id TEXT NOT NULL,
+                run_id TEXT NOT NULL,
+                tool_name TEXT NOT NULL,
+                arguments_key TEXT,
+                arguments BYTEA NOT NULL,
+                started_at DOUBLE PRECISION NOT NULL,
+                finished_at DOUBLE PRECISION,
+                failed BOOLEAN NOT NULL DEFAULT FALSE,
+                stored_seq BIGINT,
+                PRIMARY KEY (conversation, call_id)
+            )""",
+        ),
+    ),
+)

@@ -1,0 +1,210 @@
+"""The ``Store`` protocol and the values that cross it.
+
+A store is an append-only log of messages per conversation. Every method takes the ``owner``
+(the authenticated caller or tenant): a conversation is addressed by ``(owner, conversation_id)``
+and a conversation of another owner is indistinguishable from one that does not exist — the same
+``NotFound`` with the same message. Versions count messages: a conversation with ``n`` messages is
+at version ``n``; the message appended first has sequence number 1.
+
+Errors (all from ``tether.errors``): ``NotFound`` (no such conversation *for this owner*),
+``ConflictError`` (``expected_version`` did not match), ``CorruptRecord`` (a stored row does not
+decode; names conversation and seq), ``EncryptionError`` (a key is missing or a row fails
+authentication; the message names conversation and seq), ``StoreError`` (anything else),
+``UserError`` (a bad argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from tether.errors import CorruptRecord
+from tether.messages import Message
+
+__all__ = [
+    "ConversationInfo",
+    "ExpireHook",
+    "Loaded",
+    "OnCorrupt",
+    "Store",
+    "ToolEffect",
+]
+
+OnCorrupt: TypeAlias = Literal["raise", "skip"]
+"""What ``load`` does with a row that does not decode or decrypt: ``"raise"`` (the default) raises
+``CorruptRecord``/``EncryptionError`` naming the conversation and seq; ``"skip"`` returns the good
+rows and lists each bad one in ``Loaded.corrupt``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The result of ``Store.load``.
+
+    ``messages[i]`` has sequence number ``offset + i + 1``. ``version`` is the conversation's
+    version when it was read: pass it as ``expected_version`` to the next ``append``. ``corrupt``
+    is empty unless ``on_corrupt="skip"`` was asked for and rows were bad (their messages are then
+    missing from ``messages``, so the offset rule no longer holds after the first bad row).
+    """
+
+    conversation_id: str
+    messages: tuple[Message, ...]
+    version: int
+    offset: int
+    corrupt: tuple[CorruptRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """One line of ``Store.conversations``: what a conversation picker shows.
+
+    ``preview`` is the text of the first user message (at most 200 characters), ``last_model`` the
+    ``model`` of the last assistant message that named one. ``forked_from`` is
+    ``(conversation_id, version)`` when the conversation was made by ``fork``. Times are UTC.
+    """
+
+    conversation_id: str
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    preview: str | None = None
+    last_model: str | None = None
+    forked_from: tuple[str, int] | None = None
+
+    @property
+    def message_count(self) -> int:
+        """The number of messages (equal to ``version``: the log is append-only)."""
+        return self.version
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEffect:
+    """A ledger entry of a tool with side effects that was started but whose result is not stored.
+
+    ``finished`` is True when the tool reported completion (``failed`` says how) but the run died
+    before its result message was appended; False means the outcome is unknown — the tool may or
+    may not have run. Either way the effect must not be silently re-executed.
+    """
+
+    conversation_id: str
+    run_id: str
+    call_id: str
+    tool_name: str
+    arguments: str
+    started_at: datetime
+    finished: bool = False
+    failed: bool = False
+
+
+ExpireHook: TypeAlias = Callable[[ConversationInfo, tuple[Message, ...]], Awaitable[bool]]
+"""The compaction/archival hook of ``Store.purge``: called with each idle conversation and its
+messages before it is deleted. Return True to delete it, False to keep it (for instance after
+writing a summary somewhere). It runs outside any store transaction."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """An append-only, owner-scoped conversation log with a tool-effect ledger. Every method is async."""
+
+    async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
+        """Create an empty conversation (version 0) and return its id (a new UUIDv7 when omitted).
+
+        An existing ``(owner, conversation_id)`` raises ``ConflictError`` unless ``exist_ok``.
+        Ids are scoped by owner: two owners may use the same id without seeing each other.
+        """
+        ...
+
+    async def append(
+        self,
+        owner: str,
+        conversation_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_version: int | None = None,
+    ) -> int:
+        """Append a batch atomically (all or nothing) and return the new version.
+
+        With ``expected_version`` the append happens only if the conversation is at exactly that
+        version, else ``ConflictError(expected=..., actual=...)``. Appending a tool message whose
+        results answer ledger entries closes those entries in the same transaction.
+        """
+        ...
+
+    async def load(
+        self,
+        owner: str,
+        conversation_id: str,
+        *,
+        tail: int | None = None,
+        since: int | None = None,
+        on_corrupt: OnCorrupt = "raise",
+    ) -> Loaded:
+        """The whole conversation, its last ``tail`` messages, or the messages after version ``since``."""
+        ...
+
+    async def conversations(
+        self, owner: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[ConversationInfo]:
+        """The owner's conversations, most recently updated first."""
+        ...
+
+    async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
+        """One conversation's summary line."""
+        ...
+
+    async def fork(
+        self,
+        owner: str,
+        conversation_id: str,
+        at_version: int | None = None,
+        new_id: str | None = None,
+    ) -> str:
+        """Copy the first ``at_version`` messages (default: all) into a new conversation of the
+        same owner and return its id. The original is untouched."""
+        ...
+
+    async def delete(self, owner: str, conversation_id: str) -> None:
+        """Delete a conversation, its messages and its ledger entries."""
+        ...
+
+    async def purge(
+        self,
+        older_than: timedelta,
+        *,
+        owner: str | None = None,
+        on_expire: ExpireHook | None = None,
+    ) -> int:
+        """Delete conversations not updated for longer than ``older_than`` (of every owner, or of
+        ``owner``); return how many were deleted. ``on_expire`` is the compaction hook."""
+        ...
+
+    async def record_tool_started(
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        call_id: str,
+        tool_name: str,
+        arguments: str,
+    ) -> bool:
+        """Durably note that a tool with side effects is about to run.
+
+        Returns True when this call wrote the entry; False when an entry for ``call_id`` already
+        existed in the conversation — the tool may already have run and must not run again.
+        """
+        ...
+
+    async def record_tool_finished(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
+    ) -> None:
+        """Note that the tool returned (``failed`` when it raised). ``NotFound`` for an unknown call."""
+        ...
+
+    async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
+        """Entries started but whose tool result was never appended, oldest first."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and threads. Idempotent."""
+        ...

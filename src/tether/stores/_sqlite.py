@@ -1,0 +1,599 @@
+"""``SQLiteStore``: the default store — one file, WAL, safe for several processes on one machine.
+
+Every call runs on one dedicated thread per store (the event loop never blocks on SQLite). Writes
+take ``BEGIN IMMEDIATE`` so concurrent writers — threads or processes — queue on the database
+lock (``busy_timeout``) instead of failing half way; each batch commits atomically or not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any, Literal, ParamSpec, Self, TypeVar
+
+from tether.errors import EncryptionError, NotFound, StoreError, TetherError, UserError
+from tether.messages import Message
+from tether.messages import new_id as _new_id
+from tether.stores._common import (
+    RowCodec,
+    batch_facts,
+    check_append,
+    check_id,
+    check_load,
+    conflict,
+    make_effect,
+    not_found,
+    now,
+    purge_with_hook,
+    since_beyond,
+    to_datetime,
+)
+from tether.stores._crypto import Keyring
+from tether.stores._migrations import SQLITE
+from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
+
+__all__ = ["SQLiteStore"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_Row = tuple[Any, ...]
+_CONVERSATION_COLUMNS = (
+    "pk, id, version, created_at, updated_at, preview_key, preview, last_model, forked_from, forked_at"
+)
+
+
+class SQLiteStore:
+    """A ``Store`` in one SQLite file (created with its schema on first use).
+
+    ``keyring`` turns on encryption at rest for new rows (see ``Keyring``; ``reencrypt`` rotates).
+    ``synchronous`` is SQLite's durability setting: ``"NORMAL"`` (default; with WAL a killed process
+    never loses a committed batch, a power cut may lose the last ones) or ``"FULL"``.
+    ``clock`` returns seconds since the epoch.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        keyring: Keyring | None = None,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        clock: Callable[[], float] = now,
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise UserError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        self.path = os.fspath(path)
+        self._codec = RowCodec(keyring)
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        self._clock = clock
+        self._conn: sqlite3.Connection | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-sqlite")
+        self._closed = False
+
+    # -- plumbing ---------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        await self._run(self._connection)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._closed:
+            raise StoreError(f"SQLiteStore {self.path!r} is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: self._guard(fn, *args, **kwargs))
+
+    def _guard(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except TetherError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite {self.path!r}: {exc}") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"SQLite {self.path!r} cannot use WAL (journal mode {mode})")
+                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                _migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _write(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    def _read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+        conn = self._connection()
+        conn.execute("BEGIN")  # one snapshot for the conversation row and its messages
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")
+
+    @staticmethod
+    def _row(conn: sqlite3.Connection, owner: str, conversation_id: str) -> _Row:
+        row = conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? AND id = ?",
+            (owner, conversation_id),
+        ).fetchone()
+        if row is None:
+            raise not_found(conversation_id)
+        return row
+
+    def _info(self, owner: str, row: _Row) -> ConversationInfo:
+        _, cid, version, created, updated, preview_key, preview, last_model, forked_from, forked_at = row
+        return ConversationInfo(
+            conversation_id=cid,
+            version=version,
+            created_at=to_datetime(created),
+            updated_at=to_datetime(updated),
+            preview=None
+            if preview is None
+            else self._codec.open_field(owner, cid, "preview", 0, preview_key, preview),
+            last_model=last_model,
+            forked_from=None if forked_from is None else (forked_from, forked_at),
+        )
+
+    # -- the Store protocol -------------------------------------------------------------------
+    async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
+        """See ``Store.create``."""
+        check_id(owner, "owner")
+        cid = _new_id() if conversation_id is None else check_id(conversation_id, "conversation_id")
+
+        def tx(conn: sqlite3.Connection) -> str:
+            row = conn.execute(
+                "SELECT version FROM tether_conversations WHERE owner = ? AND id = ?", (owner, cid)
+            ).fetchone()
+            if row is not None:
+                if exist_ok:
+                    return cid
+                raise conflict(cid, 0, row[0])
+            t = self._clock()
+            conn.execute(
+                "INSERT INTO tether_conversations (owner, id, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                (owner, cid, t, t),
+            )
+            return cid
+
+        return await self._run(self._write, tx)
+
+    async def append(
+        self,
+        owner: str,
+        conversation_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_version: int | None = None,
+    ) -> int:
+        """See ``Store.append``."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+        check_append(messages, expected_version)
+        facts = batch_facts(messages)
+        encoded = RowCodec.encode(messages)
+        codec = self._codec
+
+        def tx(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT pk, version, preview IS NULL FROM tether_conversations WHERE owner = ? AND id = ?",
+                (owner, conversation_id),
+            ).fetchone()
+            if row is None:
+                raise not_found(conversation_id)
+            pk, version, no_preview = row
+            if expected_version is not None and expected_version != version:
+                raise conflict(conversation_id, expected_version, version)
+            if not encoded:
+                return version
+            rows = codec.seal(owner, conversation_id, version + 1, encoded)
+            conn.executemany(
+                f"INSERT INTO tether_messages (conversation, seq, key_id, data) VALUES ({pk}, ?, ?, ?)", rows
+            )
+            new_version = version + len(encoded)
+            if no_preview and facts.preview is not None:
+                preview_key, preview = codec.seal_field(owner, conversation_id, "preview", 0, facts.preview)
+                conn.execute(
+                    "UPDATE tether_conversations SET preview_key = ?, preview = ? WHERE pk = ?",
+                    (preview_key, preview, pk),
+                )
+            conn.execute(
+                "UPDATE tether_conversations SET version = ?, updated_at = ?, "
+                "last_model = COALESCE(?, last_model) WHERE pk = ?",
+                (new_version, self._clock(), facts.last_model, pk),
+            )
+            if facts.result_call_ids:
+                conn.executemany(
+                    "UPDATE tether_tool_effects SET stored_seq = ? "
+                    "WHERE conversation = ? AND call_id = ? AND stored_seq IS NULL",
+                    [(new_version, pk, call_id) for call_id in facts.result_call_ids],
+                )
+            return new_version
+
+        return await self._run(self._write, tx)
+
+    async def load(
+        self,
+        owner: str,
+        conversation_id: str,
+        *,
+        tail: int | None = None,
+        since: int | None = None,
+        on_corrupt: OnCorrupt = "raise",
+    ) -> Loaded:
+        """See ``Store.load``."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+        check_load(tail, since, on_corrupt)
+
+        def read(conn: sqlite3.Connection) -> Loaded:
+            row = conn.execute(
+                "SELECT pk, version FROM tether_conversations WHERE owner = ? AND id = ?",
+                (owner, conversation_id),
+            ).fetchone()
+            if row is None:
+                raise not_found(conversation_id)
+            pk, version = row
+            offset = 0
+            if tail is not None:
+                offset = max(0, version - tail)
+            elif since is not None:
+                if since > version:
+                    raise since_beyond(conversation_id, since, version)
+                offset = since
+            rows = conn.execute(
+                "SELECT seq, key_id, data FROM tether_messages "
+                "WHERE conversation = ? AND seq > ? AND seq <= ? ORDER BY seq",
+                (pk, offset, version),
+            ).fetchall()
+            messages, bad = self._codec.decode_rows(
+                owner, conversation_id, rows, offset + 1, version, on_corrupt
+            )
+            return Loaded(conversation_id, tuple(messages), version, offset, tuple(bad))
+
+        return await self._run(self._read, read)
+
+    async def conversations(
+        self, owner: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[ConversationInfo]:
+        """See ``Store.conversations``."""
+        check_id(owner, "owner")
+        if limit is not None and (type(limit) is not int or limit < 0):
+            raise UserError(f"limit must be an int >= 0, not {limit!r}")
+
+        def read(conn: sqlite3.Connection) -> list[ConversationInfo]:
+            rows = conn.execute(
+                f"SELECT {_CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? "
+                "ORDER BY updated_at DESC, pk DESC LIMIT ? OFFSET ?",
+                (owner, -1 if limit is None else limit, offset),
+            ).fetchall()
+            return [self._info(owner, r) for r in rows]
+
+        return await self._run(self._read, read)
+
+    async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
+        """See ``Store.info``."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+        return await self._run(
+            self._read, lambda conn: self._info(owner, self._row(conn, owner, conversation_id))
+        )
+
+    async def fork(
+        self,
+        owner: str,
+        conversation_id: str,
+        at_version: int | None = None,
+        new_id: str | None = None,
+    ) -> str:
+        """See ``Store.fork``. Encrypted rows are re-sealed for the new conversation."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+        target = _new_id() if new_id is None else check_id(new_id, "new_id")
+        codec = self._codec
+
+        def tx(conn: sqlite3.Connection) -> str:
+            source = self._row(conn, owner, conversation_id)
+            pk, version = source[0], source[2]
+            at = version if at_version is None else at_version
+            if type(at) is not int or not 0 <= at <= version:
+                raise UserError(f"at_version must be between 0 and {version}, not {at_version!r}")
+            existing = conn.execute(
+                "SELECT version FROM tether_conversations WHERE owner = ? AND id = ?", (owner, target)
+            ).fetchone()
+            if existing is not None:
+                raise conflict(target, 0, existing[0])
+            rows = conn.execute(
+                "SELECT seq, key_id, data FROM tether_messages "
+                "WHERE conversation = ? AND seq <= ? ORDER BY seq",
+                (pk, at),
+            ).fetchall()
+            messages, _ = codec.decode_rows(owner, conversation_id, rows, 1, at, "raise")
+            facts = batch_facts(messages)
+            t = self._clock()
+            preview_key, preview = (None, None)
+            if facts.preview is not None:
+                preview_key, preview = codec.seal_field(owner, target, "preview", 0, facts.preview)
+            cursor = conn.execute(
+                "INSERT INTO tether_conversations (owner, id, version, created_at, updated_at, preview_key, "
+                "preview, last_model, forked_from, forked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (owner, target, at, t, t, preview_key, preview, facts.last_model, conversation_id, at),
+            )
+            new_pk = cursor.lastrowid
+            copied: list[tuple[int, str | None, bytes]] = []
+            for seq, key_id, data in rows:  # sealed rows are bound to their conversation: re-seal
+                if key_id is not None:
+                    copied.extend(
+                        codec.seal(
+                            owner, target, seq, [codec.open_row(owner, conversation_id, seq, key_id, data)]
+                        )
+                    )
+                else:
+                    copied.append((seq, key_id, data))
+            conn.executemany(
+                f"INSERT INTO tether_messages (conversation, seq, key_id, data) VALUES ({new_pk}, ?, ?, ?)",
+                copied,
+            )
+            return target
+
+        return await self._run(self._write, tx)
+
+    async def delete(self, owner: str, conversation_id: str) -> None:
+        """See ``Store.delete``."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+
+        def tx(conn: sqlite3.Connection) -> None:
+            _delete(conn, self._row(conn, owner, conversation_id)[0])
+
+        await self._run(self._write, tx)
+
+    async def purge(
+        self,
+        older_than: timedelta,
+        *,
+        owner: str | None = None,
+        on_expire: ExpireHook | None = None,
+    ) -> int:
+        """See ``Store.purge``. Without a hook every idle conversation goes in one transaction;
+        with one, each is deleted after its hook returns True, unless it was appended to meanwhile."""
+        if owner is not None:
+            check_id(owner, "owner")
+        cutoff = self._clock() - older_than.total_seconds()
+        where = "updated_at < ?" + ("" if owner is None else " AND owner = ?")
+        params: tuple[Any, ...] = (cutoff,) if owner is None else (cutoff, owner)
+
+        if on_expire is None:
+
+            def purge_all(conn: sqlite3.Connection) -> int:
+                pks = [
+                    r[0] for r in conn.execute(f"SELECT pk FROM tether_conversations WHERE {where}", params)
+                ]
+                for pk in pks:
+                    _delete(conn, pk)
+                return len(pks)
+
+            return await self._run(self._write, purge_all)
+
+        idle: list[tuple[str, str]] = await self._run(
+            self._read,
+            lambda conn: [
+                (r[0], r[1])
+                for r in conn.execute(f"SELECT owner, id FROM tether_conversations WHERE {where}", params)
+            ],
+        )
+
+        async def delete_if_unchanged(o: str, cid: str, version: int) -> bool:
+            def tx(conn: sqlite3.Connection) -> bool:
+                row = conn.execute(
+                    "SELECT pk FROM tether_conversations "
+                    "WHERE owner = ? AND id = ? AND version = ? AND updated_at < ?",
+                    (o, cid, version, cutoff),
+                ).fetchone()
+                if row is not None:
+                    _delete(conn, row[0])
+                return row is not None
+
+            return await self._run(self._write, tx)
+
+        return await purge_with_hook(self, idle, on_expire, delete_if_unchanged)
+
+    async def record_tool_started(
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        call_id: str,
+        tool_name: str,
+        arguments: str,
+    ) -> bool:
+        """See ``Store.record_tool_started``. Arguments are encrypted like messages."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+        for value, what in ((run_id, "run_id"), (call_id, "call_id"), (tool_name, "tool_name")):
+            check_id(value, what)
+        if not isinstance(arguments, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UserError(f"arguments must be the raw JSON text (str), not {type(arguments).__name__}")
+        key_id, sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
+
+        def tx(conn: sqlite3.Connection) -> bool:
+            pk = self._row(conn, owner, conversation_id)[0]
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO tether_tool_effects (conversation, call_id, run_id, tool_name, "
+                "arguments_key, arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (pk, call_id, run_id, tool_name, key_id, sealed, self._clock()),
+            )
+            return cursor.rowcount == 1
+
+        return await self._run(self._write, tx)
+
+    async def record_tool_finished(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
+    ) -> None:
+        """See ``Store.record_tool_finished``."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+
+        def tx(conn: sqlite3.Connection) -> None:
+            pk = self._row(conn, owner, conversation_id)[0]
+            cursor = conn.execute(
+                "UPDATE tether_tool_effects SET finished_at = ?, failed = ? "
+                "WHERE conversation = ? AND call_id = ? AND run_id = ?",
+                (self._clock(), int(failed), pk, call_id, run_id),
+            )
+            if cursor.rowcount != 1:
+                raise NotFound(f"no started tool call {call_id!r} of run {run_id!r}")
+
+        await self._run(self._write, tx)
+
+    async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
+        """See ``Store.pending_tool_effects``."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+        codec = self._codec
+
+        def read(conn: sqlite3.Connection) -> list[ToolEffect]:
+            pk = self._row(conn, owner, conversation_id)[0]
+            rows = conn.execute(
+                "SELECT run_id, call_id, tool_name, started_at, finished_at, failed, arguments_key, "
+                "arguments FROM tether_tool_effects WHERE conversation = ? AND stored_seq IS NULL "
+                "ORDER BY started_at, call_id",
+                (pk,),
+            ).fetchall()
+            return [
+                make_effect(
+                    conversation_id, r, codec.open_field(owner, conversation_id, "tool", r[1], r[6], r[7])
+                )
+                for r in rows
+            ]
+
+        return await self._run(self._read, read)
+
+    # -- maintenance --------------------------------------------------------------------------
+    async def reencrypt(self, *, batch: int = 500) -> int:
+        """Re-seal every row not sealed with the keyring's current key (including plaintext rows)
+        and return how many were rewritten. Runs in transactions of ``batch`` rows, so it can run
+        while the store is in use; afterwards keys other than ``current`` can be retired."""
+        codec = self._codec
+        keyring = codec.keyring
+        if keyring is None:
+            raise EncryptionError("reencrypt needs a store opened with a keyring")
+        current = keyring.current
+
+        def step(conn: sqlite3.Connection) -> int:
+            done = 0
+            rows = conn.execute(
+                "SELECT m.conversation, c.owner, c.id, m.seq, m.key_id, m.data FROM tether_messages m "
+                "JOIN tether_conversations c ON c.pk = m.conversation "
+                "WHERE m.key_id IS NULL OR m.key_id != ? LIMIT ?",
+                (current, batch),
+            ).fetchall()
+            for pk, o, cid, seq, key_id, data in rows:
+                plain = codec.open_row(o, cid, seq, key_id, data)
+                _, new_key, sealed = codec.seal(o, cid, seq, [plain])[0]
+                conn.execute(
+                    "UPDATE tether_messages SET key_id = ?, data = ? WHERE conversation = ? AND seq = ?",
+                    (new_key, sealed, pk, seq),
+                )
+            done += len(rows)
+            fields = conn.execute(
+                "SELECT pk, owner, id, preview_key, preview FROM tether_conversations "
+                "WHERE preview IS NOT NULL AND (preview_key IS NULL OR preview_key != ?) LIMIT ?",
+                (current, batch),
+            ).fetchall()
+            for pk, o, cid, key_id, data in fields:
+                text = codec.open_field(o, cid, "preview", 0, key_id, data)
+                new_key, sealed = codec.seal_field(o, cid, "preview", 0, text)
+                conn.execute(
+                    "UPDATE tether_conversations SET preview_key = ?, preview = ? WHERE pk = ?",
+                    (new_key, sealed, pk),
+                )
+            done += len(fields)
+            effects = conn.execute(
+                "SELECT e.conversation, c.owner, c.id, e.call_id, e.arguments_key, e.arguments "
+                "FROM tether_tool_effects e JOIN tether_conversations c ON c.pk = e.conversation "
+                "WHERE e.arguments_key IS NULL OR e.arguments_key != ? LIMIT ?",
+                (current, batch),
+            ).fetchall()
+            for pk, o, cid, call_id, key_id, data in effects:
+                text = codec.open_field(o, cid, "tool", call_id, key_id, data)
+                new_key, sealed = codec.seal_field(o, cid, "tool", call_id, text)
+                conn.execute(
+                    "UPDATE tether_tool_effects SET arguments_key = ?, arguments = ? "
+                    "WHERE conversation = ? AND call_id = ?",
+                    (new_key, sealed, pk, call_id),
+                )
+            return done + len(effects)
+
+        total = 0
+        while True:
+            done = await self._run(self._write, step)
+            if done == 0:
+                return total
+            total += done
+
+    async def close(self) -> None:
+        """Close the connection and its thread. Idempotent."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close_connection)
+        self._closed = True
+        self._executor.shutdown(wait=False)
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _delete(conn: sqlite3.Connection, pk: int) -> None:
+    conn.execute("DELETE FROM tether_messages WHERE conversation = ?", (pk,))
+    conn.execute("DELETE FROM tether_tool_effects WHERE conversation = ?", (pk,))
+    conn.execute("DELETE FROM tether_conversations WHERE pk = ?", (pk,))
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Apply the missing named migrations, each recorded in the same transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS tether_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        applied = {r[0] for r in conn.execute("SELECT name FROM tether_migrations")}
+        unknown = applied - {name for name, _ in SQLITE}
+        if unknown:
+            raise StoreError(
+                f"database schema is newer than this tether (unknown migrations {sorted(unknown)})"
+            )
+        for name, statements in SQLITE:
+            if name in applied:
+                continue
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute("INSERT INTO tether_migrations (name, applied_at) VALUES (?, ?)", (name, now()))
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

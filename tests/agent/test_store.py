@@ -1,0 +1,216 @@
+"""Runs against a store: load, run, append; partial evidence; the tool-effect ledger.
+
+Every test runs with MemoryStore and with SQLiteStore on a real file; the crash test kills a
+child process with SIGKILL while a side-effecting tool runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tether import ConflictError, Message, ModelError, RunError, user
+from tether.agent import UNKNOWN_OUTCOME_TEXT, Agent, Tool
+from tether.history import INTERRUPTED_TEXT, check_history
+from tether.models.testing import FunctionInfo, FunctionModel
+from tether.stores import MemoryStore, SQLiteStore, Store
+
+from .scripts import Script, calls
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    s: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "conversations.db")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+class _Crash(BaseException):
+    """Stands in for the process dying: nothing in the run catches it."""
+
+
+async def test_run_appends_new_messages_and_chains(store: Store) -> None:
+    script = Script("first", "second")
+    agent = Agent(script.model)
+    r1 = await agent.run("one", store=store, owner="alice")
+    loaded = await store.load("alice", r1.conversation_id)
+    assert loaded.messages == r1.messages
+    assert loaded.version == 2
+    r2 = await agent.run("two", store=store, owner="alice", conversation_id=r1.conversation_id)
+    assert [m.text for m in script.seen[1]] == ["one", "first", "two"]
+    loaded = await store.load("alice", r1.conversation_id)
+    assert loaded.messages == r2.messages
+    assert loaded.version == 4
+    assert r2.conversation_id == r1.conversation_id
+
+
+async def test_new_conversation_id_given_by_the_caller_is_created(store: Store) -> None:
+    result = await Agent(Script("hi").model).run("x", store=store, owner="o", conversation_id="chat-1")
+    assert result.conversation_id == "chat-1"
+    assert (await store.load("o", "chat-1")).version == 2
+
+
+async def test_owner_scoping(store: Store) -> None:
+    script = Script("private answer", "bob answer")
+    agent = Agent(script.model)
+    alice = await agent.run("alice secret", store=store, owner="alice")
+    await agent.run("hello", store=store, owner="bob", conversation_id=alice.conversation_id)
+    assert [m.text for m in script.seen[1]] == ["hello"]  # bob never sees alice's messages
+    assert (await store.load("alice", alice.conversation_id)).version == 2
+
+
+async def test_failure_appends_partial_evidence_and_resumes(store: Store) -> None:
+    def noop() -> str:
+        return "ok"
+
+    def fail(messages: Sequence[Message], info: FunctionInfo) -> str:
+        raise ModelError("overloaded", stage="model")
+
+    script = Script(calls(("c1", "noop", "{}")), fail, "recovered")
+    agent = Agent(script.model, tools=[noop])
+    with pytest.raises(ModelError) as info:
+        await agent.run("go", store=store, owner="o", conversation_id="conv")
+    partial = info.value.partial
+    assert partial is not None
+    stored = await store.load("o", "conv")
+    assert stored.messages == partial.messages
+    resumed = await agent.run(store=store, owner="o", conversation_id="conv")
+    assert resumed.output == "recovered"
+    assert (await store.load("o", "conv")).messages == resumed.messages
+
+
+async def test_conflicting_writer_fails_the_append_with_partial(store: Store) -> None:
+    async def meddle() -> str:
+        await store.append("o", "conv", [user("someone else")])
+        return "meddled"
+
+    script = Script(calls(("c1", "meddle", "{}")), "done")
+    with pytest.raises(RunError) as info:
+        await Agent(script.model, tools=[meddle]).run("go", store=store, owner="o", conversation_id="conv")
+    assert info.value.stage == "store"
+    assert isinstance(info.value.__cause__, ConflictError)
+    assert info.value.partial is not None
+    assert info.value.partial.new_messages[-1].text == "done"
+    assert [m.text for m in (await store.load("o", "conv")).messages] == ["someone else"]
+
+
+async def test_side_effecting_tool_checkpoints_then_records_started_and_finished(store: Store) -> None:
+    seen_at_start: list[int] = []
+
+    async def charge(amount: int) -> str:
+        seen_at_start.append((await store.load("o", "conv")).version)
+        assert [e.call_id for e in await store.pending_tool_effects("o", "conv")] == ["c1"]
+        return f"charged {amount}"
+
+    script = Script(calls(("c1", "charge", '{"amount": 3}')), "done")
+    agent = Agent(script.model, tools=[Tool(charge, idempotent=False)])
+    result = await agent.run("pay", store=store, owner="o", conversation_id="conv")
+    assert seen_at_start == [2]  # the prompt and the requesting turn were stored first
+    assert (await store.load("o", "conv")).messages == result.messages
+    assert await store.pending_tool_effects("o", "conv") == []
+
+
+async def test_crash_after_start_is_closed_as_unknown_and_never_rerun(store: Store) -> None:
+    runs: list[str] = []
+
+    def charge(amount: int) -> str:
+        runs.append("charged")
+        raise _Crash
+
+    def lookup() -> str:
+        return "idempotent"
+
+    script = Script(calls(("c1", "charge", '{"amount": 3}'), ("c2", "lookup", "{}")), "resumed answer")
+    agent = Agent(script.model, tools=[Tool(charge, idempotent=False, in_thread=False), lookup])
+    with pytest.raises(_Crash):
+        await agent.run("pay", store=store, owner="o", conversation_id="conv")
+    assert runs == ["charged"]
+    effects = await store.pending_tool_effects("o", "conv")
+    assert [(e.call_id, e.finished) for e in effects] == [("c1", False)]
+    resumed = await agent.run(store=store, owner="o", conversation_id="conv")
+    assert runs == ["charged"]  # not re-executed
+    results = {r.call_id: r for m in resumed.messages for r in m.tool_results}
+    assert results["c1"].text == UNKNOWN_OUTCOME_TEXT
+    assert results["c1"].synthesized
+    assert results["c2"].text == INTERRUPTED_TEXT  # the idempotent sibling: a neutral repair
+    assert resumed.output == "resumed answer"
+    assert check_history(resumed.messages) == []
+    assert await store.pending_tool_effects("o", "conv") == []
+    stored = await store.load("o", "conv")
+    assert stored.messages[-1].text == "resumed answer"
+    assert any(r.text == UNKNOWN_OUTCOME_TEXT for m in stored.messages for r in m.tool_results)
+
+
+async def test_store_needs_owner_and_no_history(store: Store) -> None:
+    from tether import UserError
+
+    agent = Agent(Script().model)
+    with pytest.raises(UserError, match="owner"):
+        await agent.run("x", store=store)
+    with pytest.raises(UserError, match="either history"):
+        await agent.run("x", store=store, owner="o", history=[user("h")])
+
+
+CHILD = """
+import asyncio, os, signal, sys
+from tether import ToolCall, assistant
+from tether.agent import Agent, Tool
+from tether.models.testing import FunctionModel
+from tether.stores import SQLiteStore
+
+db, marker = sys.argv[1], sys.argv[2]
+
+def transfer(amount: int) -> str:
+    with open(marker, "a") as f:
+        f.write("sent\\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "unreachable"
+
+def reply(messages, info):
+    return assistant(ToolCall("pay-1", "transfer", '{"amount": 10}'))
+
+async def main():
+    store = SQLiteStore(db)
+    agent = Agent(FunctionModel(reply), tools=[Tool(transfer, idempotent=False)])
+    await agent.run("pay ten", store=store, owner="o", conversation_id="conv")
+
+asyncio.run(main())
+"""
+
+
+async def test_sigkill_during_a_side_effect_then_resume(tmp_path: Path) -> None:
+    db, marker, child = tmp_path / "c.db", tmp_path / "marker", tmp_path / "child.py"
+    child.write_text(textwrap.dedent(CHILD))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, str(child), str(db), str(marker)], env=env, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert marker.read_text() == "sent\n"
+    store = SQLiteStore(db)
+    try:
+        stored = await store.load("o", "conv")
+        assert [m.role for m in stored.messages] == ["user", "assistant"]
+        agent = Agent(
+            FunctionModel(lambda m, i: "I could not confirm the transfer"),
+            tools=[Tool(lambda amount: "again", name="transfer", idempotent=False)],
+        )
+        resumed = await agent.run(store=store, owner="o", conversation_id="conv")
+        closing = resumed.messages[2].tool_results[0]
+        assert closing.call_id == "pay-1"
+        assert closing.text == UNKNOWN_OUTCOME_TEXT
+        assert "interrupted before execution" not in closing.text
+        assert resumed.output == "I could not confirm the transfer"
+        assert marker.read_text() == "sent\n"  # the transfer was not repeated
+        assert await store.pending_tool_effects("o", "conv") == []
+    finally:
+        await store.close()

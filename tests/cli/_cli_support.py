@@ -1,0 +1,82 @@
+"""Helpers for the command-line tests (a module name no other test folder uses)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from typer.testing import Result
+
+from tether import Message, assistant
+from tether.models import ModelResponse, Profile, StreamEvent, TextDelta
+
+Invoke = Callable[..., Result]
+
+
+def assert_one_line_error(result: Result, *needles: str) -> str:
+    """Exit code 2, exactly one line on stderr starting ``tether: error:``, no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tether: error: "), lines[0]
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+class InterruptedModel:
+    """A model that streams two pieces of text and then receives Ctrl-C (SIGINT to this very
+    process) before finishing — what a person pressing Ctrl-C mid-reply does. Registered as the
+    ``interrupted`` provider by the chat tests."""
+
+    def __init__(self, name: str = "interrupted") -> None:
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def profile(self) -> Profile:
+        return Profile(provider="interrupted")
+
+    async def generate(self, messages: Sequence[Message], **_: Any) -> ModelResponse:
+        raise AssertionError("the chat streams; generate must not be called")
+
+    async def stream(self, messages: Sequence[Message], **_: Any) -> AsyncIterator[StreamEvent]:
+        yield TextDelta(0, "partial ")
+        yield TextDelta(0, "answer")
+        await asyncio.sleep(0.05)  # let the chat print what it has
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(30)  # cancelled long before this ends
+        raise AssertionError("the reply was not canceled by Ctrl-C")
+
+
+class CountingModel:
+    """Replies ``I see N messages`` where N is how many messages the request carried: shows what
+    --max-messages / --budget let through. Registered as the ``counting`` provider."""
+
+    def __init__(self, name: str = "counting") -> None:
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def profile(self) -> Profile:
+        return Profile(provider="counting")
+
+    async def generate(self, messages: Sequence[Message], **_: Any) -> ModelResponse:
+        text = f"I see {len(messages)} messages"
+        return ModelResponse(assistant(text, model=self._name, provider="counting"), "stop")
+
+    async def stream(self, messages: Sequence[Message], **kwargs: Any) -> AsyncIterator[StreamEvent]:
+        response = await self.generate(messages, **kwargs)
+        yield TextDelta(0, response.message.text)
+        yield response

@@ -1,0 +1,208 @@
+"""``tether chat`` through the CLI runner on real SQLite files, with offline models: tether's
+``TestModel`` (``-m test``) and two small scripted models registered as providers."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from _cli_support import Invoke, assert_one_line_error
+
+from tether import loads
+from tether.history import check_history
+from tether.models import PROVIDERS
+from tether.stores import ConversationInfo, Loaded, SQLiteStore
+
+OWNER = "local"
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+@pytest.fixture(autouse=True)
+def scripted_providers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PROVIDERS, "interrupted", ("_cli_support", "InterruptedModel"))
+    monkeypatch.setitem(PROVIDERS, "counting", ("_cli_support", "CountingModel"))
+
+
+def _conversations(db: Path) -> list[ConversationInfo]:
+    async def run() -> list[ConversationInfo]:
+        async with SQLiteStore(db) as store:
+            return await store.conversations(OWNER)
+
+    return asyncio.run(run())
+
+
+def _load(db: Path, cid: str) -> Loaded:
+    async def run() -> Loaded:
+        async with SQLiteStore(db) as store:
+            return await store.load(OWNER, cid)
+
+    return asyncio.run(run())
+
+
+def _ids(output: str) -> tuple[str, str]:
+    match = re.search(rf"conversation ({UUID}) · run ({UUID})", output)
+    assert match, output
+    return match.group(1), match.group(2)
+
+
+def test_one_shot_turn_is_stored_with_its_ids(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    result = invoke("chat", "-m", "test", "--db", str(db), "hello")
+    assert result.exit_code == 0, result.output
+    cid, run_id = _ids(result.stdout)
+    loaded = _load(db, cid)
+    assert [m.role for m in loaded.messages] == ["user", "assistant"]
+    assert loaded.messages[0].text == "hello"
+    assert all(m.run_id == run_id and m.conversation_id == cid for m in loaded.messages)
+    assert loaded.messages[1].text in result.stdout
+
+
+def test_continue_cid_and_fork(invoke: Invoke, tmp_path: Path) -> None:
+    db = str(tmp_path / "chat.db")
+    cid, _ = _ids(invoke("chat", "-m", "test", "--db", db, "first").stdout)
+    again = invoke("chat", "-m", "test", "--db", db, "-c", "second")
+    assert again.exit_code == 0, again.output
+    assert _ids(again.stdout)[0] == cid
+    by_prefix = invoke("chat", "-m", "test", "--db", db, "--cid", cid[:18], "third")
+    assert _ids(by_prefix.stdout)[0] == cid
+    texts = [m.text for m in _load(Path(db), cid).messages if m.role == "user"]
+    assert texts == ["first", "second", "third"]
+
+    forked = invoke("chat", "-m", "test", "--db", db, "-c", "--fork", "branch")
+    assert forked.exit_code == 0, forked.output
+    fork_cid, _ = _ids(forked.stdout)
+    assert fork_cid != cid
+    assert len(_load(Path(db), cid).messages) == 6  # the original is untouched
+    fork = _load(Path(db), fork_cid)
+    assert [m.text for m in fork.messages if m.role == "user"] == ["first", "second", "third", "branch"]
+    info = next(i for i in _conversations(Path(db)) if i.conversation_id == fork_cid)
+    assert info.forked_from == (cid, 6)
+
+
+def test_interactive_session_with_slash_commands(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    exported = tmp_path / "exported.json"
+    exported_chat = tmp_path / "exported-openai.json"
+    script = "\n".join(
+        [
+            "hi there",
+            "/ids",
+            "/history",
+            f"/export {exported}",
+            f"/export {exported_chat} openai_chat",
+            "/bogus",
+            "/fork",
+            "after the fork",
+            "/quit",
+            "never sent",
+        ]
+    )
+    result = invoke("chat", "-m", "test", "--db", str(db), input=script + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "unknown command /bogus" in out
+    assert "model        test" in out or "model" in out
+    assert "hi there" in out  # /history shows the turn
+    saved = loads(exported.read_bytes())
+    assert [m.text for m in saved][:1] == ["hi there"]
+    assert len(saved) == 2
+    assert '"role": "user"' in exported_chat.read_text()
+    infos = _conversations(db)
+    assert len(infos) == 2
+    original, fork = sorted(infos, key=lambda i: i.version)
+    assert original.version == 2
+    assert fork.version == 4
+    assert fork.forked_from == (original.conversation_id, 2)
+    assert "never sent" not in [m.text for m in _load(db, fork.conversation_id).messages]
+    assert f"forked {original.conversation_id} → {fork.conversation_id}" in out
+
+
+def test_ctrl_c_cancels_the_reply_and_stores_the_partial_turn(invoke: Invoke, tmp_path: Path) -> None:
+    if sys.platform == "win32":
+        pytest.skip("SIGINT to the own process is POSIX behaviour")
+    db = str(tmp_path / "chat.db")
+    result = invoke("chat", "-m", "interrupted:script", "--db", db, "tell me everything")
+    assert result.exit_code == 0, result.output
+    assert "partial answer" in result.stdout
+    assert "canceled" in result.stdout
+    cid, run_id = _ids(result.stdout)
+    stored = _load(Path(db), cid).messages
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert stored[1].text == "partial answer"
+    assert stored[1].stop_reason == "canceled"
+    assert stored[1].run_id == run_id
+    # the next prompt resumes from the partial turn
+    resumed = invoke("chat", "-m", "counting:script", "--db", db, "-c", "go on")
+    assert resumed.exit_code == 0, resumed.output
+    assert "I see 3 messages" in resumed.stdout
+    assert len(_load(Path(db), cid).messages) == 4
+
+
+def test_history_bounding_limits_what_the_model_sees(invoke: Invoke, tmp_path: Path) -> None:
+    db = str(tmp_path / "chat.db")
+    for i in range(3):
+        resume = ["-c"] if i else []
+        assert invoke("chat", "-m", "counting:script", "--db", db, *resume, f"turn {i}").exit_code == 0
+    stored = _conversations(Path(db))
+    assert len(stored) == 1
+    assert stored[0].version == 6
+    full = invoke("chat", "-m", "counting:script", "--db", db, "-c", "how many?")
+    assert "I see 7 messages" in full.stdout
+    trimmed = invoke("chat", "-m", "counting:script", "--db", db, "-c", "--max-messages", "3", "and now?")
+    assert "I see 4 messages" in trimmed.stdout  # the newest 3 stored messages + the new prompt
+    budgeted = invoke("chat", "-m", "counting:script", "--db", db, "-c", "--budget", "12", "budget?")
+    seen = int(re.search(r"I see (\d+) messages", budgeted.stdout).group(1))  # type: ignore[union-attr]
+    assert 1 <= seen < 11
+    assert _conversations(Path(db))[0].version == 12  # the store keeps everything
+
+
+def test_demo_tools_are_called_and_stored_in_pairs(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    result = invoke("chat", "-m", "test", "--tools", "--db", str(db), "use your tools")
+    assert result.exit_code == 0, result.output
+    cid, _ = _ids(result.stdout)
+    messages = list(_load(db, cid).messages)
+    names = {c.name for m in messages for c in m.tool_calls}
+    assert names == {"calculator", "current_time"}
+    assert check_history(messages) == []
+    assert "→ calculator" in result.stdout
+
+
+def test_instructions_are_not_stored(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    result = invoke("chat", "-m", "test", "-s", "be terse", "--db", str(db), "hi")
+    assert result.exit_code == 0, result.output
+    cid, _ = _ids(result.stdout)
+    assert all(m.role != "system" for m in _load(db, cid).messages)
+
+
+def test_bad_model_strings_and_missing_keys(invoke: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_one_line_error(invoke("chat", "-m", "nope:thing", "hi"), "unknown model", "'nope:thing'")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert_one_line_error(invoke("chat", "-m", "openai:gpt-4o-mini", "hi"), "OPENAI_API_KEY")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert_one_line_error(invoke("chat", "-m", "anthropic:claude-x", "hi"), "ANTHROPIC_API_KEY")
+
+
+def test_default_model_without_the_local_extra(invoke: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if llama-cpp-python were not installed
+    assert_one_line_error(invoke("chat", "hi"), "tether[local]", "-m provider:model")
+
+
+def test_bad_option_combinations_and_databases(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    assert_one_line_error(
+        invoke("chat", "-m", "test", "--db", str(db), "-c", "hi"), "no stored conversations"
+    )
+    assert_one_line_error(invoke("chat", "-m", "test", "--db", str(db), "--fork", "hi"), "--fork")
+    assert_one_line_error(invoke("chat", "-m", "test", "--db", str(db), "-c", "--cid", "x", "hi"), "not both")
+    assert_one_line_error(invoke("chat", "-m", "test", "--max-messages", "0", "hi"), "--max-messages")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"definitely not SQLite " * 200)
+    assert_one_line_error(invoke("chat", "-m", "test", "--db", str(garbage), "hi"))
+    assert_one_line_error(
+        invoke("chat", "-m", "test", "--db", str(tmp_path / "no" / "such" / "dir.db"), "hi"), "does not exist"
+    )

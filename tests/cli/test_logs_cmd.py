@@ -1,0 +1,149 @@
+"""``tether logs …`` over a real SQLite file seeded through ``SQLiteStore``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from _cli_support import Invoke, assert_one_line_error
+
+from tether import Reasoning, ToolCall, ToolResult, assistant, loads, tool, user
+from tether.stores import SQLiteStore
+
+OWNER = "local"
+
+
+async def _seed(path: Path) -> tuple[str, str]:
+    async with SQLiteStore(path) as store:
+        first = await store.create(OWNER)
+        await store.append(
+            OWNER,
+            first,
+            [
+                user("what is 6 times 7?"),
+                assistant(
+                    Reasoning("the user wants a product; use the calculator tool for it"),
+                    ToolCall("c1", "calculator", '{"expression": "6*7"}'),
+                    model="scripted",
+                ),
+                tool(ToolResult("c1", "calculator", "42")),
+                assistant("It is 42.", model="scripted"),
+            ],
+        )
+        second = await store.create(OWNER)
+        await store.append(OWNER, second, [user("hello there"), assistant("hi!", model="other-model")])
+        await store.create("someone-else")
+        return first, second
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> tuple[Path, str, str]:
+    db = tmp_path / "logs.db"
+    first, second = asyncio.run(_seed(db))
+    return db, first, second
+
+
+def test_list_newest_first_with_preview_count_and_model(
+    invoke: Invoke, seeded: tuple[Path, str, str]
+) -> None:
+    db, first, second = seeded
+    result = invoke("logs", "list", "--db", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["conversation_id"] for r in rows] == [second, first]
+    assert rows[0]["preview"] == "hello there"
+    assert rows[0]["messages"] == 2
+    assert rows[0]["model"] == "other-model"
+    assert rows[1]["preview"] == "what is 6 times 7?"
+    assert rows[1]["messages"] == 4
+
+    table = invoke("logs", "list", "--db", str(db))
+    assert table.exit_code == 0
+    assert table.stdout.index(second) < table.stdout.index(first)
+    assert "what is 6 times 7?" in table.stdout
+    assert "other-model" in table.stdout
+
+
+def test_list_is_scoped_to_the_owner(invoke: Invoke, seeded: tuple[Path, str, str]) -> None:
+    db, _, _ = seeded
+    result = invoke("logs", "list", "--db", str(db), "--owner", "nobody", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == []
+
+
+def test_show_renders_calls_results_and_collapses_reasoning(
+    invoke: Invoke, seeded: tuple[Path, str, str]
+) -> None:
+    db, first, _ = seeded
+    result = invoke("logs", "show", first[:13], "--db", str(db))  # a unique prefix is enough
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert first in out
+    assert "calculator" in out
+    assert "6*7" in out
+    assert "42" in out
+    assert "It is 42." in out
+    assert "use the calculator tool" not in out  # collapsed
+    assert "reasoning" in out
+    expanded = invoke("logs", "show", first, "--db", str(db), "--reasoning")
+    assert "use the calculator tool" in expanded.stdout
+
+
+def test_show_without_id_is_the_most_recent_and_json_is_the_contract(
+    invoke: Invoke, seeded: tuple[Path, str, str]
+) -> None:
+    db, _, second = seeded
+    result = invoke("logs", "show", "--db", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    messages = loads(result.stdout)
+    assert [m.text for m in messages] == ["hello there", "hi!"]
+    assert all(m.conversation_id is None for m in messages)  # stored verbatim, not restamped
+    assert second
+
+
+def test_export_tether_and_provider_formats(
+    invoke: Invoke, seeded: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    db, first, _ = seeded
+    out = tmp_path / "export.json"
+    result = invoke("logs", "export", first, "--db", str(db), "-o", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    assert [m.role for m in loads(out.read_bytes())] == ["user", "assistant", "tool", "assistant"]
+    assert json.loads(result.stdout)["messages"] == 4
+
+    chat = invoke("logs", "export", first, "--db", str(db), "--format", "openai_chat", "--json")
+    assert chat.exit_code == 0, chat.output
+    data = json.loads(chat.stdout)
+    assert data[1]["tool_calls"][0]["function"]["name"] == "calculator"
+    losses = json.loads(chat.stderr)["losses"]
+    assert any(loss["message"] == 1 for loss in losses), losses  # the reasoning cannot go to Chat
+
+
+def test_unknown_conversation_and_wrong_owner(invoke: Invoke, seeded: tuple[Path, str, str]) -> None:
+    db, first, _ = seeded
+    assert_one_line_error(invoke("logs", "show", "nope", "--db", str(db)), "'nope'")
+    assert_one_line_error(invoke("logs", "show", first, "--db", str(db), "--owner", "mallory"))
+
+
+def test_missing_and_unreadable_databases(invoke: Invoke, tmp_path: Path) -> None:
+    assert_one_line_error(invoke("logs", "list", "--db", str(tmp_path / "none.db")), "none.db")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database at all" * 100)
+    assert_one_line_error(invoke("logs", "list", "--db", str(garbage)))
+    assert_one_line_error(invoke("logs", "list", "--db", str(tmp_path)), "directory")
+
+
+def test_a_corrupt_row_is_named(invoke: Invoke, seeded: tuple[Path, str, str]) -> None:
+    db, first, _ = seeded
+    with sqlite3.connect(db) as conn:  # hand-edit one stored message into broken JSON
+        conn.execute(
+            "update tether_messages set data = ? where seq = 2 and conversation = "
+            "(select pk from tether_conversations where id = ?)",
+            (b'{"role": "assistant", "parts": [', first),
+        )
+    line = assert_one_line_error(invoke("logs", "show", first, "--db", str(db)))
+    assert first in line
+    assert "seq 2" in line

@@ -1,0 +1,60 @@
+"""The real entry point in a separate process: errors are one line, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether import loads
+
+
+def _tether(*args: str, cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "TETHER_DB": str(cwd / "default.db")}
+    env.pop("TETHER_MODEL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("history", "check", "corrupt.json"),
+        ("history", "convert", "corrupt.json", "--from", "openai_chat"),
+        ("chat", "-m", "nope:model", "hi"),
+        ("logs", "list", "--db", "garbage.db"),
+        ("chat", "-m", "test", "--db", "garbage.db", "hi"),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "corrupt.json").write_text('[{"role": "user", "parts": [{"type": "text"}]}]')
+    (tmp_path / "garbage.db").write_bytes(b"not a database " * 100)
+    done = _tether(*args, cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert stderr.startswith("tether: error: ")
+
+
+def test_demo_output_is_a_tether_history(tmp_path: Path) -> None:
+    done = _tether("demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert len(loads(done.stdout)) == 8
+
+
+def test_stdin_pipeline(tmp_path: Path) -> None:
+    demo = _tether("demo", cwd=tmp_path).stdout
+    checked = _tether("history", "check", "-", "--json", cwd=tmp_path, stdin=demo)
+    assert checked.returncode == 0, checked.stderr.decode()
+    assert b'"needs_repair": false' in checked.stdout

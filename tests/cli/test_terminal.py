@@ -1,0 +1,103 @@
+"""A real terminal session (pexpect) with ``tether chat`` on the bundled local model: two turns,
+quit, ``tether chat -c``, the earlier turns in ``/history``, and Ctrl-C mid-reply."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether.stores import SQLiteStore
+
+pexpect = pytest.importorskip("pexpect")
+
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+TIMEOUT = 600  # the first reply includes loading the model on a slow, shared machine
+
+
+def _require_local_model() -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        if os.environ.get("CI"):
+            pytest.fail("llama-cpp-python is not installed: CI must run the local-model session")
+        pytest.skip("llama-cpp-python is not installed (pip install 'tether[local]')")
+
+
+def _spawn(db: Path, *args: str) -> pexpect.spawn:
+    env = {**os.environ, "TETHER_DB": str(db), "COLUMNS": "160", "LINES": "50", "TERM": "xterm"}
+    env.pop("TETHER_MODEL", None)
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "tether.cli", "chat", *args],
+        env=env,
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(50, 160),
+    )
+
+
+def _turn(child: pexpect.spawn, prompt: str) -> str:
+    child.sendline(prompt)
+    child.expect(rf"conversation ({UUID}) · run ({UUID})")
+    reply = ANSI.sub("", child.before or "")
+    child.expect("you>")
+    return reply
+
+
+def _stored(db: Path, cid: str) -> list[tuple[str, str, str | None]]:
+    async def load() -> list[tuple[str, str, str | None]]:
+        async with SQLiteStore(db) as store:
+            loaded = await store.load("local", cid)
+            return [(m.role, m.text, m.stop_reason) for m in loaded.messages]
+
+    return asyncio.run(load())
+
+
+@pytest.mark.local_model
+def test_local_chat_survives_a_restart(tmp_path: Path) -> None:
+    _require_local_model()
+    db = tmp_path / "chat.db"
+
+    first = _spawn(db)
+    first.expect(rf"conversation ({UUID}) \(new\)")
+    cid = first.match.group(1)
+    first.expect("you>")
+    reply_one = _turn(first, "Hello! My name is Ada. Please greet me.")
+    assert "assistant>" in reply_one
+    _turn(first, "Name one colour of the rainbow.")
+    first.sendline("/quit")
+    first.expect(pexpect.EOF)
+    first.close()
+    assert first.exitstatus == 0
+    stored = _stored(db, cid)
+    assert [role for role, _, _ in stored] == ["user", "assistant", "user", "assistant"]
+    assert stored[0][1] == "Hello! My name is Ada. Please greet me."
+    assert all(text.strip() for role, text, _ in stored if role == "assistant")
+
+    second = _spawn(db, "-c")
+    second.expect(rf"conversation {cid} \(continued, 4 messages\)")
+    second.expect("you>")
+    second.sendline("/history")
+    second.expect("My name is Ada")
+    second.expect("Name one colour of the rainbow")
+    second.expect("you>")
+    # Ctrl-C while the model is answering: the partial reply is stored, the session goes on
+    second.sendline("Count slowly from one to two hundred, one number per line, in words.")
+    second.expect("assistant>")
+    second.expect(r"(?i)one|two|three|1")  # the count has started streaming
+    second.sendintr()
+    second.expect("reply canceled")
+    second.expect("you>")
+    second.sendline("/quit")
+    second.expect(pexpect.EOF)
+    second.close()
+    stored = _stored(db, cid)
+    assert len(stored) == 6
+    assert stored[4][:2] == ("user", "Count slowly from one to two hundred, one number per line, in words.")
+    assert stored[5][0] == "assistant"
+    assert stored[5][2] == "canceled"

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+
+import tether
+from tether import Document, Image, Message, Reasoning, Text, ToolCall, ToolResult, Usage
+
+from .strategies import histories, messages
+
+
+@given(histories)
+def test_round_trip_is_exact(history: list[Message]) -> None:
+    assert tether.loads(tether.dumps(history)) == history
+
+
+@given(messages())
+def test_one_message_round_trip(message: Message) -> None:
+    assert tether.loads_message(tether.dumps_message(message)) == message
+
+
+def test_shape_camel_case_type_discriminator_base64_defaults_omitted() -> None:
+    h = [
+        tether.user(Image(data=b"\x00\xff", media_type="image/png"), run_id="r", conversation_id="c"),
+        tether.assistant(
+            Reasoning("t", signature="sig", provider="anthropic"),
+            ToolCall("c1", "f", '{"a":'),
+            stop_reason="tool_calls",
+            usage=Usage(input_tokens=3),
+            response_id="resp",
+        ),
+        tether.tool(ToolResult("c1", "f", ("done",), failed=True)),
+    ]
+    doc = json.loads(tether.dumps(h))
+    assert doc == [
+        {
+            "role": "user",
+            "parts": [{"type": "image", "data": "AP8=", "mediaType": "image/png"}],
+            "runId": "r",
+            "conversationId": "c",
+        },
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "text": "t", "signature": "sig", "provider": "anthropic"},
+                {"type": "tool-call", "id": "c1", "name": "f", "arguments": '{"a":'},
+            ],
+            "stopReason": "tool_calls",
+            "usage": {"inputTokens": 3},
+            "responseId": "resp",
+        },
+        {
+            "role": "tool",
+            "parts": [
+                {
+                    "type": "tool-result",
+                    "callId": "c1",
+                    "name": "f",
+                    "content": [{"type": "text", "text": "done"}],
+                    "failed": True,
+                }
+            ],
+        },
+    ]
+
+
+def test_unknown_fields_are_ignored() -> None:
+    data = b'[{"role":"user","future":1,"parts":[{"type":"text","text":"hi","lang":"en"}]}]'
+    assert tether.loads(data) == [tether.user("hi")]
+
+
+def test_accepts_str_and_memoryview() -> None:
+    data = tether.dumps([tether.user("hi")])
+    assert tether.loads(data.decode()) == tether.loads(memoryview(data))
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "fragment"),
+    [
+        (b'[{"role":"user"},{"role":"user","parts":[{"type":"text","text":"a"},{"type":"video"}]}]',
+         "$[1].parts[1].type", "'video'"),
+        (b'[{"role":"user","parts":[{"type":"text"}]}]', "$[0].parts[0]", "missing required field `text`"),
+        (b'[{"role":"user","parts":[{"type":"text","text":5}]}]', "$[0].parts[0].text", "Expected `str`"),
+        (b'[{"role":"wizard"}]', "$[0].role", "'wizard'"),
+        (b'[{"parts":[]}]', "$[0]", "`role`"),
+        (b'[{"role":"user","parts":[{"type":"tool-call","id":"c","name":"f"}]}]',
+         "$[0].parts[0]", "not allowed in a user message"),
+        (b'[{"role":"user","parts":[{"type":"image","mediaType":"image/png"}]}]',
+         "$[0].parts[0]", "exactly one of data or url"),
+        (b'[{"role":"user","parts":[{"type":"image","data":"***","mediaType":"image/png"}]}]',
+         "$[0].parts[0].data", "base64"),
+        (b'{"role":"user"}', "$", "Expected `array`"),
+        (b'[{"role":"assistant","usage":{"inputTokens":"x"}}]', "$[0].usage.inputTokens", "Expected `int`"),
+        (b'[{"role":', "$", "not valid JSON"),
+        (b"[1,", "$[0]", "Expected `object`"),
+        (b"", "$", "not valid JSON"),
+    ],
+)
+def test_bad_documents_name_the_path(data: bytes, path: str, fragment: str) -> None:
+    with pytest.raises(tether.DecodeError) as info:
+        tether.loads(data)
+    assert info.value.path == path
+    assert fragment in str(info.value)
+    assert path in str(info.value)
+
+
+def test_deep_nesting_and_huge_strings() -> None:
+    deep = b"[" * 200_000 + b"]" * 200_000
+    with pytest.raises(tether.DecodeError):
+        tether.loads(deep)
+    deep_field = b'[{"role":"user","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}]"
+    with pytest.raises(tether.DecodeError):
+        tether.loads(deep_field)
+    big = "é" * 5_000_000
+    assert tether.loads(tether.dumps([tether.user(big)]))[0].text == big
+
+
+def test_not_bytes_at_all() -> None:
+    with pytest.raises(tether.DecodeError):
+        tether.loads(12)  # type: ignore[arg-type]
+
+
+def test_document_fields() -> None:
+    d = Document(data=b"%PDF", media_type="application/pdf", title="a.pdf")
+    assert tether.loads_message(tether.dumps_message(tether.user(d))).parts == (d,)
+    assert Text("x").signature is None

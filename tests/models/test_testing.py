@@ -1,0 +1,140 @@
+"""The offline models shipped in tether.models.testing."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+import pytest
+
+from tether import Message, Reasoning, Text, ToolCall, ToolResult, Usage, UserError, assistant, tool, user
+from tether.models import (
+    Model,
+    ModelResponse,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolDefinition,
+    infer_model,
+)
+from tether.models.testing import FunctionInfo, FunctionModel, TestModel, schema_example
+
+
+async def _collect(model: Model, messages: Sequence[Message], **kw: object) -> list[StreamEvent]:
+    return [e async for e in model.stream(messages, **kw)]  # type: ignore[arg-type]
+
+
+def test_both_implement_the_model_protocol() -> None:
+    assert isinstance(FunctionModel(lambda m, i: "x"), Model)
+    assert isinstance(TestModel(), Model)
+    assert isinstance(infer_model("test"), TestModel)
+    named = infer_model("test:my-name")
+    assert named.name == "my-name"
+
+
+async def test_function_model_passes_messages_and_info_and_completes_the_message() -> None:
+    seen: list[tuple[list[Message], FunctionInfo]] = []
+
+    def fn(messages: Sequence[Message], info: FunctionInfo) -> Message:
+        seen.append((list(messages), info))
+        return assistant("thinking done", ToolCall(None, "lookup", '{"q": 1}'))
+
+    tools = (ToolDefinition("lookup"),)
+    model = FunctionModel(fn, name="scripted")
+    response = await model.generate([user("hi")], instructions="be brief", tools=tools)
+    assert seen[0][0] == [user("hi")]
+    assert seen[0][1].instructions == "be brief"
+    assert seen[0][1].tools == tools
+    assert response.stop_reason == "tool_calls"
+    call = response.message.tool_calls[0]
+    assert call.id == "call_1"  # an id-less call gets one
+    assert response.message.model == "scripted"
+    assert response.message.provider == "function"
+    assert response.usage == Usage(output_tokens=2 + 1 + len('{"q": 1}') // 4)
+
+
+async def test_function_model_accepts_async_functions_and_full_responses() -> None:
+    given = ModelResponse(assistant("cut"), "length", Usage(input_tokens=7))
+
+    async def fn(messages: Sequence[Message], info: FunctionInfo) -> ModelResponse:
+        return given
+
+    assert await FunctionModel(fn).generate([user("x")]) is given
+
+
+@pytest.mark.parametrize(("reply", "match"), [(42, "returned int"), (user("x"), "user message")])
+async def test_function_model_rejects_bad_replies(reply: object, match: str) -> None:
+    with pytest.raises(UserError, match=match):
+        await FunctionModel(lambda m, i: reply).generate([user("x")])  # type: ignore[arg-type, return-value]
+
+
+async def test_stream_yields_deltas_then_the_same_response_as_generate() -> None:
+    message = assistant(Reasoning("let me see"), "hello big world", ToolCall("c1", "t", '{"a": 1}'))
+    model = FunctionModel(lambda m, i: message)
+    events = await _collect(model, [user("x")])
+    final = events[-1]
+    assert isinstance(final, ModelResponse)
+    assert final == await model.generate([user("x")])
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == "hello big world"
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["let me see"]
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert deltas[0].id == "c1"
+    assert deltas[0].name == "t"
+    assert "".join(d.arguments for d in deltas) == '{"a": 1}'
+
+
+@dataclasses.dataclass
+class Inner:
+    tag: Literal["x", "y"]
+    values: list[int]
+
+
+class Outer(msgspec.Struct):
+    name: str
+    inner: Inner
+    maybe: int | None = None
+    flag: bool = True
+
+
+@pytest.mark.parametrize("tp", [Outer, Inner, list[Inner], dict[str, float], tuple[int, str]])
+def test_schema_example_is_valid_for_the_schema(tp: object) -> None:
+    schema = msgspec.json.schema(tp)
+    value = schema_example(schema)
+    msgspec.convert(value, tp)  # raises when the example does not fit
+
+
+async def test_test_model_calls_every_tool_then_summarises_results() -> None:
+    tools = (
+        ToolDefinition("a", parameters=msgspec.json.schema(Inner)),
+        ToolDefinition("b"),
+        ToolDefinition(
+            "final_result", parameters={"type": "object", "properties": {"n": {"type": "integer"}}}
+        ),
+    )
+    model = TestModel()
+    first = await model.generate([user("go")], tools=tools)
+    assert [c.name for c in first.message.tool_calls] == ["a", "b"]
+    assert msgspec.json.decode(first.message.tool_calls[0].arguments) == {"tag": "x", "values": [0]}
+    results = tool(*(ToolResult(c.id or "", c.name, "ok") for c in first.message.tool_calls))
+    second = await model.generate([user("go"), first.message, results], tools=tools)
+    assert second.message.tool_calls[0].name == "final_result"
+    assert second.message.tool_calls[0].arguments == '{"n":0}'
+    text_only = await model.generate([user("go"), first.message, results], tools=tools[:2])
+    assert text_only.message.text == '{"a":"ok","b":"ok"}'
+    assert text_only.stop_reason == "stop"
+
+
+async def test_test_model_options() -> None:
+    tools = (ToolDefinition("a"), ToolDefinition("b"))
+    model = TestModel(call_tools=["b"], output_text="fixed")
+    first = await model.generate([user("go")], tools=tools)
+    assert [c.name for c in first.message.tool_calls] == ["b"]
+    done = await model.generate([user("go"), first.message, tool(ToolResult("x", "b", "r"))], tools=tools)
+    assert done.message.parts == (Text("fixed"),)
+    events = await _collect(model, [user("go")], tools=tools)
+    assert isinstance(events[-1], ModelResponse)
+    assert [c.name for c in events[-1].message.tool_calls] == ["b"]

@@ -1,0 +1,59 @@
+"""Child processes for the multi-process SQLite tests (run as a script, never collected).
+
+_child.py crash  DB SEED          append batches to 3 conversations forever (until SIGKILL)
+_child.py writer DB CID K N       append N messages "K:i" one by one with expected_version + retry
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+
+from tether import ConflictError, assistant, user
+from tether.stores import SQLiteStore
+
+OWNER = "owner"
+CONVERSATIONS = ("c0", "c1", "c2")
+
+
+async def crash(path: str, seed: int) -> None:
+    """Each batch is ``size`` messages tagged ``B<seed>.<n>:<i>/<size>``; print once ready."""
+    rng = random.Random(seed)
+    async with SQLiteStore(path) as store:
+        for cid in CONVERSATIONS:
+            await store.create(OWNER, cid, exist_ok=True)
+        print("ready", flush=True)
+        n = 0
+        while True:
+            n += 1
+            size = rng.randint(1, 6)
+            tag = f"B{seed}.{n}"
+            batch = [
+                (user if i % 2 == 0 else assistant)(f"{tag}:{i}/{size} " + "x" * rng.randint(0, 3000))
+                for i in range(size)
+            ]
+            await store.append(OWNER, rng.choice(CONVERSATIONS), batch)
+
+
+async def writer(path: str, cid: str, k: int, n: int) -> None:
+    conflicts = 0
+    async with SQLiteStore(path) as store:
+        version = 0
+        for i in range(n):
+            while True:
+                try:
+                    version = await store.append(OWNER, cid, [user(f"{k}:{i}")], expected_version=version)
+                    break
+                except ConflictError as exc:
+                    conflicts += 1
+                    version = exc.actual
+    print(f"conflicts {conflicts}", flush=True)
+
+
+if __name__ == "__main__":
+    mode, db, *rest = sys.argv[1:]
+    if mode == "crash":
+        asyncio.run(crash(db, int(rest[0])))
+    else:
+        asyncio.run(writer(db, rest[0], int(rest[1]), int(rest[2])))

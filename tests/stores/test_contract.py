@@ -1,0 +1,258 @@
+"""The Store contract, run against MemoryStore, SQLiteStore and PostgresStore alike."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from tether import ConflictError, Message, NotFound, ToolResult, UserError, assistant, tool, user
+from tether.stores import ConversationInfo, Store
+
+from .conftest import Clock, OpenStore
+from .data import conversation
+
+ALICE, BOB = "alice", "bob"
+
+
+async def test_append_and_load_round_trip_every_part_kind(store: Store) -> None:
+    cid = await store.create(ALICE)
+    messages = conversation(23)
+    version = await store.append(ALICE, cid, messages[:10], expected_version=0)
+    assert version == 10
+    assert await store.append(ALICE, cid, messages[10:]) == 23
+    loaded = await store.load(ALICE, cid)
+    assert loaded.messages == tuple(messages)
+    assert (loaded.version, loaded.offset, loaded.corrupt, loaded.conversation_id) == (23, 0, (), cid)
+
+
+async def test_create_ids_duplicates_and_exist_ok(store: Store) -> None:
+    generated = await store.create(ALICE)
+    assert uuid.UUID(generated).version == 7
+    assert await store.create(ALICE, "chat-1") == "chat-1"
+    await store.append(ALICE, "chat-1", [user("hi")])
+    with pytest.raises(ConflictError) as info:
+        await store.create(ALICE, "chat-1")
+    assert info.value.actual == 1
+    assert await store.create(ALICE, "chat-1", exist_ok=True) == "chat-1"
+    assert (await store.load(ALICE, "chat-1")).version == 1  # exist_ok did not reset it
+
+
+async def test_tail_and_since(store: Store) -> None:
+    cid = await store.create(ALICE)
+    messages = conversation(12)
+    await store.append(ALICE, cid, messages)
+    tail = await store.load(ALICE, cid, tail=5)
+    assert (tail.messages, tail.offset, tail.version) == (tuple(messages[7:]), 7, 12)
+    assert (await store.load(ALICE, cid, tail=50)).messages == tuple(messages)
+    assert (await store.load(ALICE, cid, tail=0)).messages == ()
+    since = await store.load(ALICE, cid, since=9)
+    assert (since.messages, since.offset) == (tuple(messages[9:]), 9)
+    assert (await store.load(ALICE, cid, since=12)).messages == ()
+    with pytest.raises(UserError, match="beyond"):
+        await store.load(ALICE, cid, since=13)
+    with pytest.raises(UserError, match="not both"):
+        await store.load(ALICE, cid, tail=1, since=1)
+    with pytest.raises(UserError, match="tail"):
+        await store.load(ALICE, cid, tail=-1)
+
+
+async def test_expected_version_conflict_writes_nothing(store: Store) -> None:
+    cid = await store.create(ALICE)
+    await store.append(ALICE, cid, [user("one"), assistant("two")], expected_version=0)
+    with pytest.raises(ConflictError) as info:
+        await store.append(ALICE, cid, [user("stale")], expected_version=1)
+    assert (info.value.expected, info.value.actual) == (1, 2)
+    assert cid in str(info.value)
+    with pytest.raises(ConflictError):
+        await store.append(ALICE, cid, [], expected_version=0)  # an empty batch still checks
+    assert await store.append(ALICE, cid, [], expected_version=2) == 2
+    assert [m.text for m in (await store.load(ALICE, cid)).messages] == ["one", "two"]
+
+
+async def test_bad_batches_are_rejected_whole(store: Store) -> None:
+    cid = await store.create(ALICE)
+    bad: list[object] = [user("fine"), {"role": "user"}]
+    with pytest.raises(UserError, match="item 1 is a dict"):
+        await store.append(ALICE, cid, bad)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="sequence"):
+        await store.append(ALICE, cid, "text")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="expected_version"):
+        await store.append(ALICE, cid, [user("x")], expected_version=-1)
+    with pytest.raises(UserError, match="owner"):
+        await store.append("", cid, [user("x")])
+    assert (await store.load(ALICE, cid)).version == 0
+
+
+async def test_listing_is_newest_first_with_summary(open_store: OpenStore) -> None:
+    clock = Clock()
+    store = open_store(clock=clock)
+    first = await store.create(ALICE, "first")
+    clock.advance(10)
+    second = await store.create(ALICE, "second")
+    clock.advance(10)
+    await store.append(ALICE, first, [user("Where is my parcel?"), assistant("Checking", model="m-1")])
+    clock.advance(10)
+    await store.append(ALICE, first, [assistant("It is here", model="m-2"), user("thanks")])
+    listing = await store.conversations(ALICE)
+    assert [c.conversation_id for c in listing] == [first, second]
+    top = listing[0]
+    assert (top.preview, top.last_model, top.message_count, top.version) == (
+        "Where is my parcel?",
+        "m-2",
+        4,
+        4,
+    )
+    assert top.updated_at > top.created_at
+    assert (listing[1].preview, listing[1].last_model, listing[1].message_count) == (None, None, 0)
+    assert [c.conversation_id for c in await store.conversations(ALICE, limit=1, offset=1)] == [second]
+    assert await store.info(ALICE, first) == top
+    long = await store.create(ALICE)
+    await store.append(ALICE, long, [assistant("no user yet", model="m")])
+    await store.append(ALICE, long, [user("x" * 500)])
+    info = await store.info(ALICE, long)
+    assert info.preview == "x" * 200
+
+
+async def test_fork_copies_a_prefix_and_leaves_the_original(store: Store) -> None:
+    cid = await store.create(ALICE)
+    messages = conversation(10)
+    await store.append(ALICE, cid, messages)
+    forked = await store.fork(ALICE, cid, 4)
+    assert (await store.load(ALICE, forked)).messages == tuple(messages[:4])
+    info = await store.info(ALICE, forked)
+    assert (info.forked_from, info.version, info.last_model) == ((cid, 4), 4, "model-1")
+    await store.append(ALICE, forked, [user("diverge")], expected_version=4)
+    assert (await store.load(ALICE, cid)).messages == tuple(messages)
+    whole = await store.fork(ALICE, cid, new_id="copy")
+    assert whole == "copy"
+    assert (await store.load(ALICE, "copy")).version == 10
+    with pytest.raises(ConflictError):
+        await store.fork(ALICE, cid, 2, new_id="copy")
+    with pytest.raises(UserError, match="at_version"):
+        await store.fork(ALICE, cid, 11)
+
+
+async def test_delete(store: Store) -> None:
+    cid = await store.create(ALICE)
+    await store.append(ALICE, cid, [user("bye")])
+    await store.record_tool_started(ALICE, cid, "run", "c1", "rm", "{}")
+    await store.delete(ALICE, cid)
+    with pytest.raises(NotFound):
+        await store.load(ALICE, cid)
+    with pytest.raises(NotFound):
+        await store.delete(ALICE, cid)
+    assert await store.conversations(ALICE) == []
+    await store.create(ALICE, cid)  # the id can be used again, empty
+    assert await store.pending_tool_effects(ALICE, cid) == []
+
+
+async def test_purge_by_idle_age_with_hook(open_store: OpenStore) -> None:
+    clock = Clock()
+    store = open_store(clock=clock)
+    old_a = await store.create(ALICE, "old-a")
+    await store.append(ALICE, old_a, [user("old question")])
+    await store.create(ALICE, "old-keep")
+    await store.create(BOB, "old-b")
+    clock.advance(3 * 86400)
+    fresh = await store.create(ALICE, "fresh")
+    clock.advance(3600)
+    seen: list[tuple[str, tuple[Message, ...]]] = []
+
+    async def on_expire(info: ConversationInfo, messages: tuple[Message, ...]) -> bool:
+        seen.append((info.conversation_id, messages))
+        return info.conversation_id != "old-keep"
+
+    assert await store.purge(timedelta(days=1), owner=ALICE, on_expire=on_expire) == 1
+    assert sorted(cid for cid, _ in seen) == ["old-a", "old-keep"]
+    assert next(m for cid, m in seen if cid == "old-a")[0].text == "old question"
+    assert {c.conversation_id for c in await store.conversations(ALICE)} == {"old-keep", fresh}
+    assert [c.conversation_id for c in await store.conversations(BOB)] == ["old-b"]
+    assert await store.purge(timedelta(days=1)) == 2  # every owner, no hook
+    assert [c.conversation_id for c in await store.conversations(ALICE)] == [fresh]
+    assert await store.conversations(BOB) == []
+
+
+async def test_wrong_owner_is_indistinguishable_from_missing(store: Store) -> None:
+    cid = await store.create(ALICE, "secret")
+    await store.append(ALICE, cid, [user("private")])
+    await store.record_tool_started(ALICE, cid, "run", "c1", "pay", '{"amount": 5}')
+    calls = {
+        "append": lambda o, c: store.append(o, c, [user("intrude")]),
+        "append_expected": lambda o, c: store.append(o, c, [user("intrude")], expected_version=1),
+        "load": lambda o, c: store.load(o, c),
+        "load_tail": lambda o, c: store.load(o, c, tail=1),
+        "info": lambda o, c: store.info(o, c),
+        "fork": lambda o, c: store.fork(o, c, 1),
+        "delete": lambda o, c: store.delete(o, c),
+        "record_tool_started": lambda o, c: store.record_tool_started(o, c, "run", "c2", "pay", "{}"),
+        "record_tool_finished": lambda o, c: store.record_tool_finished(o, c, "run", "c1"),
+        "pending_tool_effects": lambda o, c: store.pending_tool_effects(o, c),
+    }
+    for name, call in calls.items():
+        with pytest.raises(NotFound) as foreign:
+            await call(BOB, "secret")
+        with pytest.raises(NotFound) as missing:
+            await call(BOB, "absent")
+        assert str(foreign.value) == str(missing.value).replace("absent", "secret"), name
+    assert await store.conversations(BOB) == []
+    assert await store.purge(timedelta(0), owner=BOB) == 0
+    # the same id under another owner is another conversation
+    assert await store.create(BOB, "secret") == "secret"
+    assert (await store.load(BOB, "secret")).version == 0
+    assert [m.text for m in (await store.load(ALICE, "secret")).messages] == ["private"]
+    assert len(await store.pending_tool_effects(ALICE, "secret")) == 1
+
+
+async def test_tool_effect_ledger(store: Store) -> None:
+    cid = await store.create(ALICE)
+    assert await store.record_tool_started(ALICE, cid, "run-1", "call-a", "send_email", '{"to": "x"}')
+    assert await store.record_tool_started(ALICE, cid, "run-1", "call-b", "charge", '{"eur": 5}')
+    assert not await store.record_tool_started(ALICE, cid, "run-2", "call-a", "send_email", "{}")
+    await store.record_tool_finished(ALICE, cid, "run-1", "call-b", failed=True)
+    with pytest.raises(NotFound, match="call-zz"):
+        await store.record_tool_finished(ALICE, cid, "run-1", "call-zz")
+    with pytest.raises(NotFound):
+        await store.record_tool_finished(ALICE, cid, "run-2", "call-a")  # started by run-1
+    pending = await store.pending_tool_effects(ALICE, cid)
+    assert [(e.call_id, e.run_id, e.tool_name, e.arguments, e.finished, e.failed) for e in pending] == [
+        ("call-a", "run-1", "send_email", '{"to": "x"}', False, False),
+        ("call-b", "run-1", "charge", '{"eur": 5}', True, True),
+    ]
+    assert all(e.conversation_id == cid for e in pending)
+    # storing the result message closes the entry, atomically with the append
+    await store.append(ALICE, cid, [tool(ToolResult("call-b", "charge", "declined", failed=True))])
+    assert [e.call_id for e in await store.pending_tool_effects(ALICE, cid)] == ["call-a"]
+    await store.append(
+        ALICE, cid, [tool(ToolResult("call-a", "send_email", "outcome unknown", synthesized=True))]
+    )
+    assert await store.pending_tool_effects(ALICE, cid) == []
+    # a closed entry still blocks a second start of the same call
+    assert not await store.record_tool_started(ALICE, cid, "run-3", "call-a", "send_email", "{}")
+
+
+async def test_concurrent_appends_in_one_process_lose_nothing(store: Store) -> None:
+    cid = await store.create(ALICE)
+
+    async def writer(k: int) -> int:
+        conflicts = 0
+        version = 0
+        for i in range(15):
+            while True:
+                try:
+                    version = await store.append(ALICE, cid, [user(f"{k}:{i}")], expected_version=version)
+                    break
+                except ConflictError as exc:
+                    conflicts += 1
+                    version = exc.actual
+        return conflicts
+
+    await asyncio.gather(*(writer(k) for k in range(6)))
+    texts = [m.text for m in (await store.load(ALICE, cid)).messages]
+    assert len(texts) == 90
+    assert sorted(texts) == sorted(f"{k}:{i}" for k in range(6) for i in range(15))
+    for k in range(6):  # each writer's messages in its own order
+        mine = [t for t in texts if t.startswith(f"{k}:")]
+        assert mine == [f"{k}:{i}" for i in range(15)]

@@ -1,0 +1,120 @@
+"""Imports flow only downward (DEVELOPERS.md): a package imports tether.errors and the packages
+listed above it, never one below. Imports under ``if TYPE_CHECKING:`` do not run and are allowed.
+Imports of another tether package inside functions (cycles dodged by local imports) are not
+allowed; lazy loading of a package's own submodule (optional extras) is."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "tether"
+LAYERS = ["errors", "messages", "history", "models", "stores", "convert", "agent", "cli"]
+RANK = {name: i for i, name in enumerate(LAYERS)}
+
+
+def _package_of(path: Path, src: Path = SRC) -> str:
+    rel = path.relative_to(src)
+    head = rel.parts[0]
+    return head.removesuffix(".py") if len(rel.parts) == 1 else head
+
+
+def _module_name(path: Path, src: Path) -> str:
+    rel = path.relative_to(src.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _absolute(node: ast.ImportFrom, path: Path, src: Path) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = _module_name(path, src).split(".")
+    if path.name != "__init__.py":
+        base.pop()
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, path: Path, src: Path) -> list[tuple[int, str, bool]]:
+    """(line, imported module, inside a function) for every import that runs."""
+    found: list[tuple[int, str, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other, in_function)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((child.lineno, a.name, in_function) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                found.append((child.lineno, _absolute(child, path, src), in_function))
+            visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+
+    visit(tree, False)
+    return found
+
+
+def violations(src: Path = SRC) -> list[str]:
+    problems: list[str] = []
+    for path in sorted(src.rglob("*.py")):
+        own = _package_of(path, src)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for line, module, in_function in _imports(tree, path, src):
+            if module != "tether" and not module.startswith("tether."):
+                continue
+            where = f"{path.relative_to(src.parent)}:{line}"
+            target = module.split(".")[1] if "." in module else "__init__"
+            if in_function and target != own:  # lazy loading inside one package is fine
+                problems.append(f"{where}: local import of {module}")
+            if own == "__init__":
+                continue  # tether/__init__.py re-exports everything
+            if target == "__init__":
+                if own == "cli":  # the bottom layer may use the curated public API
+                    continue
+                problems.append(f"{where}: imports the top-level tether package")
+            elif target != own and RANK.get(target, 99) >= RANK.get(own, -1):
+                problems.append(f"{where}: {own} may not import {module}")
+    return problems
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    for path in SRC.rglob("*.py"):
+        assert _package_of(path) in {*LAYERS, "__init__"}, path
+
+
+def test_imports_flow_downward() -> None:
+    assert violations() == []
+
+
+def test_the_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / "tether"
+    (pkg / "messages").mkdir(parents=True)
+    (pkg / "messages" / "bad.py").write_text(
+        "from tether.agent import Agent\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from tether.cli import x\n"
+        "def f():\n    from ..history import y\n"
+    )
+    found = violations(pkg)
+    assert any("messages may not import tether.agent" in v for v in found)
+    assert any("local import of tether.history" in v for v in found)
+    assert not any("tether.cli" in v for v in found)
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_layer_is_importable_alone(layer: str) -> None:
+    import importlib
+
+    assert importlib.import_module(f"tether.{layer}") is not None
