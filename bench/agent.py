@@ -3,8 +3,8 @@
 Each run: a supplied history of 0 / 1,000 / 10,000 messages from the shared generator, a prompt,
 then 10 tool steps (one call each, an async tool) and a final answer — 11 model requests. The
 scripted models do O(1) work per request. Reported: ms per run, ms per step (run / 11) and, for
-tether, the marginal cost of one step ((run with 10 steps - run with 0 steps) / 10), which shows
-that per-step work does not grow with the history.
+tether, the marginal cost of one step ((run with 200 steps - run with 0 steps) / 200), which
+shows that per-step work does not grow with the history.
 
     python -m bench.agent            # full
     python -m bench.agent --quick    # fewer repetitions
@@ -26,6 +26,7 @@ from tether.history import normalize_history
 from tether.models.testing import FunctionInfo, FunctionModel
 
 STEPS = 10
+LONG = 200  # steps of the run that measures the marginal cost of one step
 SIZES = (0, 1_000, 10_000)
 
 
@@ -199,7 +200,7 @@ async def measure(run: Callable[[Any], Awaitable[Any]], h: Any, repeat: int) -> 
     """Median seconds per run (after one warm-up run)."""
     await run(h)
     times: list[float] = []
-    for _ in range(repeat):
+    for _ in range(max(repeat, 3)):
         t0 = time.perf_counter()
         await run(h)
         times.append(time.perf_counter() - t0)
@@ -215,13 +216,14 @@ async def main(quick: bool) -> None:
         peer_repeat = {0: 50, 1_000: 5, 10_000: 2}[n] // (2 if quick else 1) or 1
         t_tether = await measure(tether_runner(STEPS), h, repeat)
         t_zero = await measure(tether_runner(0), h, repeat)
+        t_long = await measure(tether_runner(LONG), h, repeat)
         t_pyd = await measure(pydantic_runner(STEPS), pydantic_history(h), peer_repeat)
         t_oai = await measure(openai_runner(STEPS), openai_items(h), peer_repeat)
         per = STEPS + 1
         for name, t in (("tether", t_tether), ("pydantic-ai", t_pyd), ("openai-agents", t_oai)):
             ratio = "" if name == "tether" else f"{t / t_tether:>9.1f}x"
             print(f"{n:>8} {name:<12} {t * 1e3:>10.2f} {t * 1e3 / per:>9.3f} {ratio:>10}")
-        marginal = (t_tether - t_zero) / STEPS
+        marginal = (t_long - t_zero) / LONG
         print(f"{n:>8} {'tether':<12} marginal step {marginal * 1e3:.3f} ms; run setup {t_zero * 1e3:.2f} ms")
 
 

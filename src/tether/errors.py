@@ -26,7 +26,7 @@ This module sits below every other tether package and imports nothing of tether 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -114,8 +114,8 @@ RunStage = Literal["history", "validate", "model", "tools", "output", "approval"
 class Partial:
     """Resumable evidence of a failed run: the conversation through the last completed turn."""
 
-    messages: tuple[Message, ...]
-    new_messages: tuple[Message, ...]
+    messages: tuple[Message, ...] = field(repr=False)
+    new_messages: tuple[Message, ...] = field(repr=False)
     usage: Usage
     requests: int
     tool_executions: int

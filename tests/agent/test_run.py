@@ -39,6 +39,7 @@ async def test_text_run_returns_result_with_full_conversation() -> None:
     assert result.tool_executions == 0
     assert result.usage.output_tokens == 2
     assert result.messages[1].stop_reason == "stop"
+    assert "messages=2" in repr(result)  # short repr: never the whole conversation
 
 
 async def test_chaining_sends_previous_messages_and_appends() -> None:
@@ -159,6 +160,15 @@ async def test_history_processor_runs_once_on_supplied_history() -> None:
     assert received == [supplied]
     assert [m.text for m in script.seen[0]] == ["3", "4", "5"]
     assert [m.text for m in result.messages[:3]] == ["3", "4", "5"]
+
+
+async def test_async_history_processor() -> None:
+    async def last_one(history: Sequence[Message]) -> list[Message]:
+        return list(history)[-1:]
+
+    script = Script("ok")
+    await Agent(script.model, history_processor=last_one).run("new", history=[user("old"), assistant("a")])
+    assert [m.text for m in script.seen[0]] == ["a", "new"]
 
 
 async def test_history_processor_with_context() -> None:
@@ -307,3 +317,23 @@ async def test_test_model_calls_every_tool_then_answers() -> None:
     result = await Agent(TestModel(), tools=[a, b]).run("go")
     assert result.tool_executions == 2
     assert result.output == '{"a":"1","b":"A"}'
+
+
+async def test_bad_input_is_a_typed_error_naming_where() -> None:
+    from tether import UserError
+
+    agent = Agent(Script("x").model)
+    with pytest.raises(UserError, match=r"history\[1\] is a str"):
+        await agent.run("hi", history=[user("a"), "oops"])  # type: ignore[list-item]
+    with pytest.raises(UserError, match=r"history\[1\] is a str"):
+        await agent.run(history=[user("a"), "oops"])  # type: ignore[list-item]
+    with pytest.raises(UserError, match="prompt must be text"):
+        await agent.run(42)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="part 0"):
+        await agent.run([ToolCall("c", "t", "{}")])  # type: ignore[list-item]
+    with pytest.raises(UserError, match="not a string"):
+        await agent.run("hi", history="[]")  # type: ignore[arg-type]
+
+
+def test_model_given_as_a_string() -> None:
+    assert Agent("test").run_sync("hi").output == "success (no tool calls)"

@@ -1,7 +1,8 @@
 """Runs against a store: load, run, append; partial evidence; the tool-effect ledger.
 
-Every test runs with MemoryStore and with SQLiteStore on a real file; the crash test kills a
-child process with SIGKILL while a side-effecting tool runs.
+Every test runs with MemoryStore, SQLiteStore on a real file and PostgresStore on the real server
+(its own schema, dropped afterwards); the crash test kills a child process with SIGKILL while a
+side-effecting tool runs.
 """
 
 from __future__ import annotations
@@ -11,29 +12,60 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
-from tether import ConflictError, Message, ModelError, RunError, user
+from tether import ConflictError, Message, ModelError, RunError, ToolCall, ToolResult, assistant, tool, user
 from tether.agent import UNKNOWN_OUTCOME_TEXT, Agent, Tool
+from tether.agent._store import ledger_closures
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models.testing import FunctionInfo, FunctionModel
-from tether.stores import MemoryStore, SQLiteStore, Store
+from tether.stores import MemoryStore, PostgresStore, SQLiteStore, Store, ToolEffect
 
 from .scripts import Script, calls
 
 ROOT = Path(__file__).resolve().parents[2]
+SECRET = b"store-test-secret-0123456789"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+def _postgres_dsn() -> str:
+    """The PostgreSQL DSN; unreachable fails in CI and skips (with the reason) elsewhere."""
+    dsn = os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+    try:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL at {dsn} is required in CI and unreachable: {exc}")
+        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {exc}")
+    return dsn
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    s: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "conversations.db")
+    """A fresh store: in memory, a real SQLite file, or its own schema on the real PostgreSQL."""
+    schema = f"tether_agent_{uuid.uuid4().hex[:12]}"
+    dsn = _postgres_dsn() if request.param == "postgres" else ""
+    s: Store
+    if request.param == "memory":
+        s = MemoryStore()
+    elif request.param == "sqlite":
+        s = SQLiteStore(tmp_path / "conversations.db")
+    else:
+        s = PostgresStore(dsn, schema=schema)
     try:
         yield s
     finally:
         await s.close()
+        if dsn:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 class _Crash(BaseException):
@@ -214,3 +246,47 @@ async def test_sigkill_during_a_side_effect_then_resume(tmp_path: Path) -> None:
         assert await store.pending_tool_effects("o", "conv") == []
     finally:
         await store.close()
+
+
+async def test_approval_round_trip_through_the_store(store: Store) -> None:
+    sent: list[int] = []
+
+    def transfer(amount: int) -> str:
+        sent.append(amount)
+        return "sent"
+
+    script = Script(calls(("c1", "transfer", '{"amount": 9}')), "transfer done")
+    agent = Agent(
+        script.model, tools=[Tool(transfer, requires_approval=True, idempotent=False)], approval_secret=SECRET
+    )
+    first = await agent.run("pay", store=store, owner="o", conversation_id="conv")
+    assert first.deferred is not None
+    assert (await store.load("o", "conv")).messages[-1].tool_calls[0].id == "c1"
+    second = await agent.run(
+        store=store, owner="o", conversation_id="conv", deferred=first.deferred.approve_all()
+    )
+    assert sent == [9]
+    assert second.output == "transfer done"
+    assert (await store.load("o", "conv")).messages == second.messages
+    assert await store.pending_tool_effects("o", "conv") == []
+
+
+def test_ledger_closures_for_finished_and_answered_effects() -> None:
+    turn = assistant(ToolCall("a", "pay", "{}"), ToolCall("b", "pay", "{}"), ToolCall("c", "log", "{}"))
+    answered = tool(ToolResult("b", "pay", "done"))
+    history = [user("q"), turn, answered, user("later")]
+    now = datetime.now(UTC)
+    effects = [
+        ToolEffect("conv", "r", "a", "pay", "{}", now, finished=True, failed=True),
+        ToolEffect("conv", "r", "b", "pay", "{}", now),
+    ]
+    closures = ledger_closures(history, effects)
+    assert len(closures) == 1
+    at, message = closures[0]
+    assert at == 3  # right after the call's block of tool messages, before the later user turn
+    (result,) = message.tool_results
+    assert result.call_id == "a"
+    assert result.failed
+    assert result.synthesized
+    assert "finished with a failure" in result.text
+    assert message.run_id is None

@@ -144,3 +144,17 @@ async def test_cancelled_streamed_run_raises_run_canceled() -> None:
     task.cancel()
     with pytest.raises(RunCanceled):
         await anext(events)
+
+
+async def test_closing_the_iterator_without_a_context_manager_cancels_the_run() -> None:
+    model = SlowStreamModel()
+    stream = Agent(model).run_stream("go")
+    events = stream.__aiter__()
+    assert isinstance(await anext(events), MessageCompleted)
+    assert isinstance(await anext(events), TextEvent)
+    await events.aclose()  # what a disconnecting server does
+    task = stream._task
+    assert task is not None
+    with pytest.raises(RunCanceled):
+        await task
+    assert model.cancelled

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SNIPPET = '''
+SNIPPET = """
 import dataclasses
 from tether.agent import Agent
 from tether.models.testing import TestModel
@@ -35,7 +35,7 @@ async def main() -> None:
         reveal_type(stream.result.output)
     reveal_type(with_deps.run_sync("x", deps=Deps("a")))
     await with_deps.run("x", deps=42)
-'''
+"""
 
 
 def test_pyright_infers_result_types(tmp_path: Path) -> None:

@@ -4,16 +4,21 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 import sys
 from pathlib import Path
 
 import pytest
 from _cli_support import Invoke, assert_one_line_error
+from rich.console import Console
 
-from tether import loads
-from tether.history import check_history
+from tether import loads, user
+from tether.agent import Agent
+from tether.cli._chat import ChatSession
+from tether.history import approximate_counter, budget_history, check_history
 from tether.models import PROVIDERS
+from tether.models.testing import TestModel
 from tether.stores import ConversationInfo, Loaded, SQLiteStore
 
 OWNER = "local"
@@ -153,9 +158,12 @@ def test_history_bounding_limits_what_the_model_sees(invoke: Invoke, tmp_path: P
     assert "I see 7 messages" in full.stdout
     trimmed = invoke("chat", "-m", "counting:script", "--db", db, "-c", "--max-messages", "3", "and now?")
     assert "I see 4 messages" in trimmed.stdout  # the newest 3 stored messages + the new prompt
-    budgeted = invoke("chat", "-m", "counting:script", "--db", db, "-c", "--budget", "12", "budget?")
-    seen = int(re.search(r"I see (\d+) messages", budgeted.stdout).group(1))  # type: ignore[union-attr]
-    assert 1 <= seen < 11
+    before = _load(Path(db), stored[0].conversation_id).messages
+    expected = len(budget_history(approximate_counter(), 40)(before)) + 1
+    assert 1 < expected < len(before)
+    budgeted = invoke("chat", "-m", "counting:script", "--db", db, "-c", "--budget", "40", "budget?")
+    assert budgeted.exit_code == 0, budgeted.output
+    assert f"I see {expected} messages" in budgeted.stdout
     assert _conversations(Path(db))[0].version == 12  # the store keeps everything
 
 
@@ -206,3 +214,52 @@ def test_bad_option_combinations_and_databases(invoke: Invoke, tmp_path: Path) -
     assert_one_line_error(
         invoke("chat", "-m", "test", "--db", str(tmp_path / "no" / "such" / "dir.db"), "hi"), "does not exist"
     )
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="XDG_DATA_HOME steers platformdirs on Linux only"
+)
+def test_default_database_is_in_the_user_data_dir(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TETHER_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    result = invoke("chat", "-m", "test", "hello")
+    assert result.exit_code == 0, result.output
+    db = tmp_path / "data" / "tether" / "conversations.db"
+    cid, _ = _ids(result.stdout)
+    assert _load(db, cid).messages[0].text == "hello"
+    listed = invoke("logs", "list", "--json")
+    assert cid in listed.stdout
+
+
+async def test_a_turn_is_kept_when_another_session_appended_first(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "chat.db") as store:
+        cid = await store.create(OWNER)
+        await store.append(OWNER, cid, [user("from this window")])
+        model = TestModel()
+        console = Console(file=io.StringIO(), width=120)
+        session = ChatSession(
+            agent=Agent(model),
+            model=model,
+            store=store,
+            owner=OWNER,
+            conversation_id=cid,
+            messages=[user("from this window")],
+            version=1,
+            exists=True,
+            console=console,
+            db_label="test",
+        )
+        await store.append(OWNER, cid, [user("from another window")])  # the other session wins
+        outcome = await session.send("hello")
+        assert outcome.error is None
+        stored = (await store.load(OWNER, cid)).messages
+        assert [m.text for m in stored if m.role == "user"] == [
+            "from this window",
+            "from another window",
+            "hello",
+        ]
+        assert session.version == len(stored) == 4
+        assert list(session.messages) == list(stored)
+        assert "changed in another session" in console.file.getvalue()  # type: ignore[attr-defined]

@@ -78,7 +78,7 @@ def test_show_renders_calls_results_and_collapses_reasoning(
     invoke: Invoke, seeded: tuple[Path, str, str]
 ) -> None:
     db, first, _ = seeded
-    result = invoke("logs", "show", first[:13], "--db", str(db))  # a unique prefix is enough
+    result = invoke("logs", "show", first[:30], "--db", str(db))  # a unique prefix is enough
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert first in out

@@ -30,7 +30,7 @@ def _tether(*args: str, cwd: Path, stdin: bytes | None = None) -> subprocess.Com
     "args",
     [
         ("history", "check", "corrupt.json"),
-        ("history", "convert", "corrupt.json", "--from", "openai_chat"),
+        ("history", "convert", "wizard.json", "--from", "openai_chat"),
         ("chat", "-m", "nope:model", "hi"),
         ("logs", "list", "--db", "garbage.db"),
         ("chat", "-m", "test", "--db", "garbage.db", "hi"),
@@ -39,6 +39,7 @@ def _tether(*args: str, cwd: Path, stdin: bytes | None = None) -> subprocess.Com
 def test_bad_input_is_one_line_without_traceback(tmp_path: Path, args: tuple[str, ...]) -> None:
     (tmp_path / "corrupt.json").write_text('[{"role": "user", "parts": [{"type": "text"}]}]')
     (tmp_path / "garbage.db").write_bytes(b"not a database " * 100)
+    (tmp_path / "wizard.json").write_text('[{"role": "wizard", "content": "abracadabra"}]')
     done = _tether(*args, cwd=tmp_path)
     stderr = done.stderr.decode()
     assert done.returncode == 2, stderr

@@ -18,6 +18,7 @@ pexpect = pytest.importorskip("pexpect")
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+STYLE = r"(?:\x1b\[[0-9;]*m)*"  # rich styles the ids in a real terminal
 TIMEOUT = 600  # the first reply includes loading the model on a slow, shared machine
 
 
@@ -64,7 +65,7 @@ def test_local_chat_survives_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "chat.db"
 
     first = _spawn(db)
-    first.expect(rf"conversation ({UUID}) \(new\)")
+    first.expect(rf"conversation {STYLE}({UUID}){STYLE} \(new\)")
     cid = first.match.group(1)
     first.expect("you>")
     reply_one = _turn(first, "Hello! My name is Ada. Please greet me.")
@@ -80,7 +81,7 @@ def test_local_chat_survives_a_restart(tmp_path: Path) -> None:
     assert all(text.strip() for role, text, _ in stored if role == "assistant")
 
     second = _spawn(db, "-c")
-    second.expect(rf"conversation {cid} \(continued, 4 messages\)")
+    second.expect(rf"conversation {STYLE}{cid}{STYLE} \(continued, 4 messages\)")
     second.expect("you>")
     second.sendline("/history")
     second.expect("My name is Ada")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from tether import (
     Message,
@@ -26,6 +27,7 @@ from tether.history import (
     check_history,
     close_calls,
     normalize_history,
+    sanitize_history,
 )
 
 from .strategies import broken_histories, histories, random_histories, valid_histories
@@ -376,3 +378,13 @@ def test_truncated_matches_the_model_property(h: list[Message]) -> None:
         (i, c.id) for i, m in enumerate(h) if m.role == "assistant" for c in m.tool_calls if c.truncated
     ]
     assert [(r.message, r.call_id) for r in repair.truncated] == expected
+
+
+@given(
+    st.one_of(st.text(max_size=40), st.from_regex(r'\{"a": ?-?[0-9]{1,3}(\.[0-9]+)?([eE][+-]?[0-9]{1,4})?\}'))
+)
+def test_truncated_detection_is_exactly_tool_call_truncated(arguments: str) -> None:
+    call = ToolCall("c1", "f", arguments)
+    h = [assistant(call), tool(_res("c1"))]
+    assert bool(normalize_history(h)[1].truncated) is call.truncated
+    assert bool(sanitize_history(h)[1].repair.truncated) is call.truncated

@@ -31,6 +31,7 @@ from tether.history import (
     SanitizeReport,
     UnsafePart,
     check_history,
+    normalize_history,
     sanitize_history,
     url_scheme,
 )
@@ -303,3 +304,21 @@ def test_every_bad_scheme_is_dropped(prefix: str, kind: type[Image] | type[Docum
     out, report = sanitize_history([user("x", kind(url=prefix + "//host/x"))])
     assert out == [user("x")]
     assert report.unsafe_parts[0].scheme == prefix.strip().rstrip(":").lower()
+
+
+@given(histories)
+def test_sanitize_repairs_exactly_like_normalize(h: list[Message]) -> None:
+    out, report = sanitize_history(h)
+    if not (report.system_prompts or report.unsafe_parts or report.removed):
+        expected, repair = normalize_history(h)
+        assert report.repair == repair
+        assert out == expected
+    else:
+        assert normalize_history(out)[1].changed is False
+
+
+def test_truncated_calls_are_reported_by_sanitize_with_original_indexes() -> None:
+    h = [system("s"), user("u"), assistant(ToolCall("c1", "f", '{"a":')), tool(_res("c1"))]
+    _, report = sanitize_history(h)
+    assert report.repair.truncated == (CallRef(2, "c1", "f"),)
+    assert not report.repair.changed

@@ -16,7 +16,6 @@ from tether.history import (
     approximate_counter,
     budget_history,
     check_history,
-    normalize_history,
     trim_history,
 )
 
@@ -256,3 +255,14 @@ def test_budget_never_exceeds_the_budget_nor_splits_a_pair(h: list[Message], bud
     assert check_history(out) == []
     if out != h:
         assert sum(counter(m) for m in h) > budget
+
+
+_SHARED = budget_history(approximate_counter(), 400)
+
+
+@given(histories)
+def test_one_processor_across_many_histories_never_serves_a_stale_count(h: list[Message]) -> None:
+    # Messages of earlier examples die and their ids get reused: counts must still be fresh.
+    counter = approximate_counter()
+    for m in h:
+        assert _SHARED.count(m) == counter(m)

@@ -6,6 +6,7 @@ message."""
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tether import (
 )
 from tether.models import ModelResponse, ReasoningDelta, TextDelta, ToolCallDelta
 from tether.models.wire.gemini import (
+    FOREIGN_CALL_SIGNATURE,
     StreamAccumulator,
     decode_messages,
     decode_response,
@@ -60,8 +62,8 @@ def b64bytes(text: str) -> bytes:
 
 
 def canonical(contents: list[dict[str, Any]], ids: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Contents with equivalent spellings made one: base64 as bytes, snake_case file keys as
-    camelCase; call ids renamed through ``ids`` (recorded id → tether id) when given."""
+    """Contents with equivalent spellings made one: base64 as bytes, snake_case media keys (the
+    SDK writes ``mime_type``) as camelCase; call ids renamed through ``ids`` (recorded → tether)."""
     out: list[dict[str, Any]] = []
     for content in contents:
         parts: list[dict[str, Any]] = []
@@ -69,10 +71,11 @@ def canonical(contents: list[dict[str, Any]], ids: dict[str, str] | None = None)
             part = dict(part)
             if "thoughtSignature" in part:
                 part["thoughtSignature"] = b64bytes(part["thoughtSignature"])
+            names = {"file_uri": "fileUri", "mime_type": "mimeType"}
             if "inlineData" in part:
-                part["inlineData"] = {**part["inlineData"], "data": b64bytes(part["inlineData"]["data"])}
+                inline = {names.get(k, k): v for k, v in part["inlineData"].items()}
+                part["inlineData"] = {**inline, "data": b64bytes(inline["data"])}
             if "fileData" in part:
-                names = {"file_uri": "fileUri", "mime_type": "mimeType"}
                 part["fileData"] = {names.get(k, k): v for k, v in part["fileData"].items()}
             for key in ("functionCall", "functionResponse"):
                 if key in part and ids is not None and "id" in part[key]:
@@ -222,16 +225,18 @@ def test_decoded_response_replays_into_the_next_recorded_request(provider_sample
     interactions = load_cassette(provider_samples, name)
     assert len(interactions) >= 2
     history, _ = decode_messages(interactions[0]["request"]["parsed_body"]["contents"])
+    ids: dict[str, str] = {}
     for step in range(len(interactions) - 1):
         response = response_of(interactions[step])
         recorded_next = interactions[step + 1]["request"]["parsed_body"]["contents"]
         following, _ = decode_messages(recorded_next)
-        history, ids = next_history(history, response, following)
+        history, new_ids = next_history(history, response, following)
+        ids.update(new_ids)
         encoded, report = encode_messages(history)
         assert report.lossless, report.losses
         assert canonical(encoded) == canonical(recorded_next, ids), f"step {step}"
         # pairing: every function response answers a call of the model turn just before it
-        for before, turn in zip(encoded, encoded[1:], strict=False):
+        for before, turn in itertools.pairwise(encoded):
             answered = [p["functionResponse"]["id"] for p in turn["parts"] if "functionResponse" in p]
             if answered:
                 asked = [p["functionCall"]["id"] for p in before["parts"] if "functionCall" in p]
@@ -279,8 +284,41 @@ def test_thoughts_are_google_reasoning_and_replay_only_to_google(provider_sample
 def test_signatures_from_other_providers_are_not_sent() -> None:
     call = ToolCall("call_1", "f", "{}", signature="msg_abc")
     encoded, report = encode_messages([assistant(call, Text("x", signature="msg_1"), provider="openai")])
-    assert all("thoughtSignature" not in p for p in encoded[0]["parts"])
-    assert [loss.what for loss in report.losses] == ["signature", "signature"]
+    assert encoded[0]["parts"] == [
+        {
+            "functionCall": {"name": "f", "args": {}, "id": "call_1"},
+            "thoughtSignature": FOREIGN_CALL_SIGNATURE,
+        },
+        {"text": "x"},
+    ]
+    assert [(loss.part, loss.kind, loss.what) for loss in report.losses] == [
+        (0, "dropped", "signature"),
+        (0, "approximated", "signature"),
+        (1, "dropped", "signature"),
+    ]
+
+
+def test_calls_from_another_provider_replay_as_recorded(provider_samples: Path) -> None:
+    """History made with OpenAI continued on Gemini 3: the recorded request carries the
+    placeholder signature on the foreign call and no foreign reasoning."""
+    (interaction,) = load_cassette(provider_samples, "test_thinking_with_tool_calls_from_other_model.yaml")
+    recorded = interaction["request"]["parsed_body"]["contents"]
+    call_id = recorded[1]["parts"][0]["functionCall"]["id"]
+    history = [
+        user(recorded[0]["parts"][0]["text"]),
+        assistant(
+            Reasoning("summary", signature="encrypted", provider="openai"),
+            ToolCall(call_id, "get_country", "{}"),
+            provider="openai",
+            model="gpt-5",
+        ),
+        tool(ToolResult(call_id, "get_country", (Text('{"return_value":"Mexico"}'),))),
+    ]
+    encoded, report = encode_messages(history, profile=profile_for("gemini-3-pro-preview"))
+    assert canonical(encoded) == canonical(recorded)
+    assert [(loss.message, loss.what) for loss in report.losses] == [(1, "reasoning"), (1, "signature")]
+    encoded, _ = encode_messages(history, profile=profile_for("gemini-2.0-flash"))
+    assert "thoughtSignature" not in encoded[1]["parts"][0]
 
 
 def test_media_parts() -> None:
@@ -374,7 +412,7 @@ def chunked(body: dict[str, Any], cuts: list[int]) -> list[dict[str, Any]]:
             pieces.append(part)
             continue
         points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
-        for n, (a, b) in enumerate(zip(points, points[1:], strict=False)):
+        for n, (a, b) in enumerate(itertools.pairwise(points)):
             if b > a:
                 piece = {k: v for k, v in part.items() if k != "thoughtSignature" or n == 0}
                 piece["text"] = text[a:b]

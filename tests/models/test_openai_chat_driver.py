@@ -18,7 +18,9 @@ from tether import (
     Message,
     ModelError,
     ModelHTTPError,
+    Reasoning,
     RunError,
+    ToolCall,
     ToolResult,
     UnsupportedContent,
     UserError,
@@ -364,3 +366,53 @@ async def test_registry_profiles_and_keys(monkeypatch: pytest.MonkeyPatch) -> No
         await keyless.generate([user("x")])
     with pytest.raises(UserError):
         OpenAIChatModel("")
+
+
+async def test_streamed_provider_extensions_survive_the_sdk() -> None:
+    """Fields the SDK does not model (``reasoning``, Gemini's ``extra_content``) reach the wire mapping."""
+    signature = {"google": {"thought_signature": "c2ln"}}
+    chunks = [
+        _chunk({"role": "assistant", "reasoning": "think "}),
+        _chunk({"reasoning": "more"}),
+        _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "",
+                        "type": "function",
+                        "function": {"name": "now", "arguments": "{}"},
+                        "extra_content": signature,
+                    }
+                ]
+            }
+        ),
+        _chunk({}, "tool_calls"),
+        {"id": "c1", "model": "m", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}},
+    ]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200,
+            content=b"".join(_sse(*chunks)) + b"data: [DONE]\n\n",
+            headers={"content-type": "text/event-stream"},
+        )
+
+    events = [
+        e
+        async for e in model_for(handler, provider="groq", base_url="https://x.invalid/v1").stream(
+            [user("t?")]
+        )
+    ]
+    final = events[-1]
+    assert isinstance(final, ModelResponse)
+    reasoning, call = final.message.parts
+    assert isinstance(reasoning, Reasoning)
+    assert reasoning.text == "think more"
+    assert reasoning.provider == "groq"
+    assert isinstance(call, ToolCall)
+    assert call.signature == "c2ln"
+    assert call.id
+    assert call.id.startswith("call_")
+    assert final.usage.input_tokens == 9
+    assert final.stop_reason == "tool_calls"

@@ -3,6 +3,7 @@ and the per-message encoding cache."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 from typing import Any
@@ -27,6 +28,7 @@ from tether import (
     user,
 )
 from tether.models import ModelResponse, Profile, ReasoningDelta, TextDelta, ToolCallDelta
+from tether.models.wire import openai_chat
 from tether.models.wire.openai_chat import (
     StreamAccumulator,
     decode_messages,
@@ -201,13 +203,18 @@ def test_reasoning_is_replayed_only_where_the_profile_accepts_it() -> None:
 
 def test_encoding_is_cached_per_message_and_per_profile() -> None:
     history = [user("a"), assistant("b")]
-    first, _ = encode_messages(history)
-    second, _ = encode_messages([*history, user("c")])
+    openai = Profile("openai")
+    first, _ = encode_messages(history, profile=openai)
+    second, _ = encode_messages([*history, user("c")], profile=openai)
     assert first[0] is second[0]
     assert first[1] is second[1]
     other, _ = encode_messages(history, profile=Profile("groq"))
     assert other[0] == first[0]
     assert other[0] is not first[0]
+    # exporting (no profile) hands out fresh dicts the caller may change
+    exported, _ = encode_messages(history)
+    exported[0]["content"] = "changed"
+    assert encode_messages(history)[0][0]["content"] == "a"
 
 
 @pytest.mark.parametrize(
@@ -461,3 +468,52 @@ def test_response_parts_and_message_stamps() -> None:
         2,
     )
     assert msgspec.json.decode(msgspec.json.encode(response.message), type=Message) == response.message
+
+
+def test_a_cache_entry_goes_away_with_its_message() -> None:
+    message = user("short-lived")
+    encode_messages([message], profile=Profile("cache-probe"))
+    table = openai_chat._caches[Profile("cache-probe")]  # pyright: ignore[reportPrivateUsage]
+    key = id(message)
+    assert key in table
+    del message
+    gc.collect()
+    assert key not in table
+
+
+def test_tool_results_with_media_import_whole() -> None:
+    items = [
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "shot", "arguments": "{}"}}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "a",
+            "content": [
+                {"type": "text", "text": "see"},
+                {"type": "image_url", "image_url": {"url": "https://x/i.png"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "nobody", "content": ""},
+    ]
+    messages, report = decode_messages(items)
+    assert messages[1] == tool(
+        ToolResult("a", "shot", (Text("see"), Image(url="https://x/i.png"))), ToolResult("nobody", "", ())
+    )
+    assert [(loss.message, loss.part, loss.what) for loss in report.losses] == [(1, 1, "tool name")]
+    _, back = encode_messages(messages)
+    assert [(loss.message, loss.part, loss.what) for loss in back.losses] == [(1, 0, "image in tool result")]
+
+
+def test_what_a_url_image_or_an_untitled_pdf_cannot_keep_is_reported() -> None:
+    message = user(
+        Image(url="https://x/i.png", media_type="image/png"),
+        Document(data=b"%PDF-1.4", media_type="application/pdf"),
+    )
+    encoded, report = encode_messages([message])
+    assert encoded[0]["content"][1]["file"]["filename"] == "document.pdf"
+    assert [(loss.part, loss.kind, loss.what) for loss in report.losses] == [
+        (0, "dropped", "image media type"),
+        (1, "approximated", "document title"),
+    ]

@@ -3,6 +3,7 @@ answers with recorded provider responses."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import sys
@@ -284,3 +285,47 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "tether.models.openai_responses")
     with pytest.raises(MissingExtra, match=r"pip install 'tether\[openai\]'"):
         importlib.import_module("tether.models.openai_responses")
+
+
+class _Body(httpx2.AsyncByteStream):
+    """A streamed body that never ends on its own and records whether it was closed."""
+
+    def __init__(self, first: bytes) -> None:
+        self.first = first
+        self.closed = False
+
+    async def __aiter__(self) -> Any:
+        yield self.first
+        while True:  # the server keeps the stream open
+            await asyncio.sleep(3600)
+            yield b""
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_cancelling_mid_stream_closes_the_response() -> None:
+    body = _Body(
+        b'event: response.output_item.added\ndata: {"type":"response.output_item.added","output_index":0,'
+        b'"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}\n\n'
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","output_index":0,'
+        b'"content_index":0,"delta":"Hel"}\n\n'
+    )
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, stream=body, headers={"content-type": "text/event-stream"})
+
+    received: list[Any] = []
+
+    async def consume() -> None:
+        async for event in _model("gpt-5", handler).stream([Message("user", (Text("hi"),))]):
+            received.append(event)
+
+    task = asyncio.create_task(consume())
+    while not received and not task.done():
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert received == [TextDelta(0, "Hel")]
+    assert body.closed

@@ -26,7 +26,7 @@ MISSING: Any = object()
 """The output of a run that has none (deferred)."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Result(Generic[Output]):
     """The outcome of a run.
 
@@ -48,6 +48,16 @@ class Result(Generic[Output]):
     deferred: Deferred | None = None
     repair: Any = None
     _output: Any = field(default=MISSING, repr=False)
+
+    def __repr__(self) -> str:  # short: a conversation may hold thousands of messages
+        shown = "<deferred>" if self._output is MISSING else repr(self._output)
+        if len(shown) > 200:
+            shown = shown[:200] + "..."
+        return (
+            f"Result(output={shown}, messages={len(self.messages)}, new_messages={len(self.new_messages)}, "
+            f"requests={self.requests}, tool_executions={self.tool_executions}, run_id={self.run_id!r}, "
+            f"conversation_id={self.conversation_id!r})"
+        )
 
     @property
     def output(self) -> Output:

@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from msgspec.structs import replace
 
 from tether.errors import (
     ApprovalError,
-    HistoryError,
     MaxStepsError,
     ModelError,
     OutputValidationError,
@@ -29,18 +27,18 @@ from tether.errors import (
     ToolError,
 )
 from tether.history import normalize_history
-from tether.messages import Document, Image, Message, Part, Text, ToolCall, ToolResult, Usage, new_id
-from tether.models import Model, ModelResponse, ModelSettings, ReasoningDelta, TextDelta, ToolDefinition
+from tether.messages import Message, Text, ToolCall, ToolResult, Usage, new_id
+from tether.models import ModelResponse, ReasoningDelta, TextDelta
 
 from ._approvals import Deferred, DeferredResults, PendingCall, approval_token
 from ._batch import BatchCanceled, Job, ToolRaised, interrupted, run_jobs
+from ._config import RunConfig, RunHooks
 from ._context import MessagesView, RunContext
 from ._decisions import resolve_decisions
-from ._output import OUTPUT_TOOL, OutputSpec
+from ._output import OUTPUT_TOOL
+from ._prepare import Prompt, apply_processor, check_resumable, donor_conversation_id, user_message
 from ._result import (
-    MISSING as _NO_OUTPUT,
-)
-from ._result import (
+    MISSING,
     Event,
     MessageCompleted,
     ReasoningEvent,
@@ -49,7 +47,7 @@ from ._result import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ._tools import ArgumentsInvalid, Tool
+from ._tools import ArgumentsInvalid
 
 __all__ = ["STEP_LIMIT_TEXT", "Prompt", "Run", "RunConfig", "RunHooks"]
 
@@ -60,65 +58,10 @@ TEXT_NOT_ACCEPTED = (
 )
 _BAD_STOPS = frozenset({"length", "content_filter", "error"})
 
-Prompt = str | Text | Image | Document | Sequence[str | Text | Image | Document]
-
-
-@dataclass(frozen=True, slots=True)
-class RunConfig:
-    """Everything a run needs from its agent, resolved for this run."""
-
-    model: Model
-    tools: Mapping[str, Tool[Any]]
-    definitions: tuple[ToolDefinition, ...]
-    output: OutputSpec[Any]
-    instructions: str | None
-    instructions_fn: Callable[[RunContext[Any]], str | Awaitable[str | None] | None] | None
-    history_processor: Callable[..., Any] | None
-    processor_takes_ctx: bool
-    max_steps: int
-    retries: int
-    secret: bytes | None
-    settings: ModelSettings | None
-
-
-class RunHooks(Protocol):
-    """What a store binding does around tools with side effects (``idempotent=False``)."""
-
-    async def checkpoint(self, run: Run) -> None:
-        """Persist the run's messages so far (the turn that requested the calls included)."""
-        ...
-
-    async def tool_started(self, run: Run, call: ToolCall) -> bool:
-        """Record that ``call`` is about to run; False when it was started before (do not run)."""
-        ...
-
-    async def tool_finished(self, run: Run, call: ToolCall, failed: bool) -> None:
-        """Record that ``call`` returned."""
-        ...
-
-
 ALREADY_STARTED_TEXT = (
     "outcome unknown: this call was started before and its result was never stored; the tool "
     "may have run, so it was not run again"
 )
-
-
-def _user_message(prompt: Prompt, run_id: str, conversation_id: str) -> Message:
-    if isinstance(prompt, str):
-        parts: tuple[Part, ...] = (Text(prompt),)
-    elif isinstance(prompt, Text | Image | Document):
-        parts = (prompt,)
-    else:
-        parts = tuple(Text(p) if isinstance(p, str) else p for p in prompt)
-    return Message("user", parts, run_id=run_id, conversation_id=conversation_id)
-
-
-def donor_conversation_id(history: Sequence[Message]) -> str | None:
-    """The conversation id of the most recent identified message, if any."""
-    for m in reversed(history):
-        if m.conversation_id:
-            return m.conversation_id
-    return None
 
 
 class Run:
@@ -217,14 +160,14 @@ class Run:
     async def _execute(self) -> Result[Any]:
         pending_turn = await self._prepare()
         if self.prompt is not None and pending_turn is None:
-            self.add(_user_message(self.prompt, self.run_id, self.conversation_id))
+            self.add(user_message(self.prompt, self.run_id, self.conversation_id))
         await self._resolve_instructions()
         if pending_turn is not None:
             output = await self._resume_deferred(pending_turn)
-            if output is not _NO_OUTPUT:
+            if output is not MISSING:
                 return self._result(output)
             if self.prompt is not None:
-                self.add(_user_message(self.prompt, self.run_id, self.conversation_id))
+                self.add(user_message(self.prompt, self.run_id, self.conversation_id))
         while True:
             response = await self._request()
             message = replace(response.message, run_id=self.run_id, conversation_id=self.conversation_id)
@@ -232,16 +175,16 @@ class Run:
             calls = message.tool_calls
             if not calls:
                 output = self._final_text(message, response.stop_reason)
-                if output is not _NO_OUTPUT:
+                if output is not MISSING:
                     return self._result(output)
                 continue
             if self.requests >= self.cfg.max_steps:
                 self._step_limit(message)
             deferred = self._deferral(calls)
             if deferred is not None:
-                return self._result(_NO_OUTPUT, deferred)
+                return self._result(MISSING, deferred)
             output = await self._batch(message, {})
-            if output is not _NO_OUTPUT:
+            if output is not MISSING:
                 return self._result(output)
 
     # -- preparation ----------------------------------------------------------------------------
@@ -249,25 +192,14 @@ class Run:
         cfg = self.cfg
         history = self.supplied
         if cfg.history_processor is not None:
-            try:
-                args: tuple[Any, ...] = (history, self.context()) if cfg.processor_takes_ctx else (history,)
-                processed: Any = cfg.history_processor(*args)
-                if inspect.isawaitable(processed):
-                    processed = await processed
-                history = list(cast(Sequence[Message], processed))
-            except Exception as exc:
-                raise RunError(f"the history processor failed: {exc}", stage="history") from exc
-            for i, m in enumerate(history):
-                if type(m) is not Message:
-                    raise RunError(
-                        f"the history processor returned a {type(m).__name__} at index {i}, not a Message",
-                        stage="history",
-                    )
+            history = await apply_processor(
+                cfg.history_processor, cfg.processor_takes_ctx, history, self.context()
+            )
         self.stage = "validate"
         pending_turn: Message | None = None
         if self.deferred_in is not None:
             last = history[-1] if history else None
-            if last is None or last.role != "assistant" or not last.tool_calls:
+            if type(last) is not Message or last.role != "assistant" or not last.tool_calls:
                 raise ApprovalError(
                     "deferred results need the history to end with the assistant turn that "
                     "requested the pending calls",
@@ -276,7 +208,7 @@ class Run:
             pending_turn = last
             history = history[:-1]
         elif self.prompt is None:
-            _check_resumable(history)
+            check_resumable(history)
         messages, self.repair = normalize_history(history)
         if pending_turn is not None:
             messages.append(pending_turn)
@@ -361,7 +293,7 @@ class Run:
         return final
 
     def _final_text(self, message: Message, stop_reason: str) -> Any:
-        """The output for an answer without tool calls, or ``_NO_OUTPUT`` after a correction."""
+        """The output for an answer without tool calls, or ``MISSING`` after a correction."""
         if stop_reason in _BAD_STOPS:
             raise ModelError(
                 f"the model stopped with {stop_reason!r} before giving an answer",
@@ -383,7 +315,7 @@ class Run:
                 "user", (Text(TEXT_NOT_ACCEPTED),), run_id=self.run_id, conversation_id=self.conversation_id
             )
         )
-        return _NO_OUTPUT
+        return MISSING
 
     # -- tools ------------------------------------------------------------------------------------
     def _count_failure(self, name: str, why: str, *, output: bool = False) -> bool:
@@ -451,7 +383,7 @@ class Run:
         calls = [c for c in message.tool_calls if c.id]
         results: list[ToolResult | None] = [None] * len(calls)
         jobs: list[Job] = []
-        output: Any = _NO_OUTPUT
+        output: Any = MISSING
         exhausted: list[str] = []
         for i, call in enumerate(calls):
             cid = cast(str, call.id)
@@ -468,7 +400,7 @@ class Run:
                     continue
                 self._failures.pop(OUTPUT_TOOL, None)
                 results[i] = ToolResult(cid, call.name, (Text("final result accepted"),))
-                if output is _NO_OUTPUT:
+                if output is MISSING:
                     output = value
                 continue
             tool = cfg.tools.get(call.name)
@@ -565,20 +497,3 @@ class Run:
     async def _started_event(self, job: Job) -> None:
         assert self.emit is not None
         self.emit(ToolCallStarted(self.run_id, self.conversation_id, job.call))
-
-
-def _check_resumable(history: Sequence[Message]) -> None:
-    last = next((m for m in reversed(history) if m.role != "system"), None)
-    if last is None:
-        raise HistoryError("a run needs a prompt or a history to continue; both are empty")
-    if last.role in ("user", "tool"):
-        return
-    if last.tool_calls:
-        raise HistoryError(
-            "the history ends with an assistant turn whose tool calls have no results: pass a "
-            "prompt (repair closes the calls) or deferred=DeferredResults(...) to answer them"
-        )
-    raise HistoryError(
-        "without a prompt the history must end with a user message or with tool results; "
-        "it ends with a finished assistant answer"
-    )

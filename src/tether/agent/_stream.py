@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, TypeVar, cast
 
@@ -47,29 +47,30 @@ class RunStream(Generic[Output]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         task = self._task
-        if task is None or task.done():
+        if task is None:
             return
-        task.cancel()
+        if not task.done():
+            task.cancel()
         with contextlib.suppress(RunError, asyncio.CancelledError):
-            await task
+            await task  # retrieves the outcome, so an unread failure is never "never retrieved"
 
-    def __aiter__(self) -> AsyncIterator[Event]:
+    def __aiter__(self) -> AsyncGenerator[Event, None]:
         return self._events()
 
-    async def _events(self) -> AsyncIterator[Event]:
+    async def _events(self) -> AsyncGenerator[Event, None]:
         if self._consumed:
             raise UserError("a RunStream can be iterated once")
         self._consumed = True
         task = self._ensure_started()
-        while True:
-            item = await self._queue.get()
-            if item is _DONE:
-                break
-            yield cast(Event, item)
-        while not self._queue.empty():  # events put after the done marker (none expected)
-            item = self._queue.get_nowait()
-            if item is not _DONE:
+        try:
+            while True:
+                item = await self._queue.get()
+                if item is _DONE:
+                    break
                 yield cast(Event, item)
+        finally:
+            if not task.done():  # the consumer stopped early: a client disconnect
+                task.cancel()
         result = task.result()  # raises the run's RunError
         self._result = result
         yield RunCompleted(result.run_id, result.conversation_id, result)

@@ -89,8 +89,10 @@ class ChatSession:
             history=self.messages,
             conversation_id=self.conversation_id,
             printer=printer,
-            model_name=self.model.name,
-            waiting="thinking…" if self.turns else "loading the model, thinking…",
+            model=_model_stamp(self.model),
+            waiting="loading the model…"
+            if not self.turns and self.model.profile.provider == "local"
+            else "thinking…",
         )
         self.turns += 1
         self.last_run_id = outcome.run_id
@@ -171,10 +173,16 @@ class ChatSession:
         except Exception as exc:  # an interactive session reports and goes on
             self.console.print(f"[red]export failed:[/] {escape(str(exc))}")
             return
-        losses = len(report.losses) if report else 0
+        losses = len(report.losses)
         self.console.print(
             f"wrote {len(self.messages)} messages to {escape(file)} ({losses} losses reported)"
         )
+
+
+def _model_stamp(model: Model) -> tuple[str, str]:
+    """(provider, model) as drivers stamp them: ``local:SmolLM2…`` → (``local``, ``SmolLM2…``)."""
+    provider = model.profile.provider
+    return provider, model.name.removeprefix(provider + ":")
 
 
 def _read_line(console: Console, prompt: str) -> str | None:
@@ -350,7 +358,9 @@ def chat(
     max_messages: Annotated[
         int | None,
         typer.Option(
-            "--max-messages", help="Send only the newest N stored messages, plus the prompt (trim_history).", show_default=False
+            "--max-messages",
+            help="Send only the newest N stored messages, plus the prompt (trim_history).",
+            show_default=False,
         ),
     ] = None,
     budget: Annotated[

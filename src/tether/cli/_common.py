@@ -133,7 +133,7 @@ def to_jsonable(value: Any) -> Any:
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         value = to_dict()
-    return msgspec.to_builtins(value, builtin_types=None, str_keys=True)
+    return msgspec.json.decode(msgspec.json.encode(value))
 
 
 def print_json(value: Any, *, err: bool = False) -> None:

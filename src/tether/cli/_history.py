@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from typing import Annotated, Any
 
 import typer
@@ -23,6 +21,8 @@ from tether.cli._common import (
 from tether.cli._formats import export_messages, import_messages
 from tether.cli._render import render_report
 from tether.history import (
+    BudgetHistory,
+    TrimHistory,
     approximate_counter,
     budget_history,
     check_history,
@@ -30,7 +30,6 @@ from tether.history import (
     sanitize_history,
     trim_history,
 )
-from tether.messages import Message
 
 __all__ = ["history_app"]
 
@@ -92,15 +91,7 @@ def sanitize(file: FileArg, output: OutOpt = "-", as_json: JsonOpt = False) -> N
     _emit_report("sanitize", to_jsonable(report), as_json=as_json, output=output)
 
 
-async def apply_processor(processor: Any, history: list[Message]) -> list[Message]:
-    """Run a history processor (sync or async) over ``history``."""
-    result = processor(history)
-    if inspect.isawaitable(result):
-        result = await result
-    return list(result)
-
-
-def build_processor(max_messages: int | None, budget: int | None) -> Any:
+def build_processor(max_messages: int | None, budget: int | None) -> TrimHistory | BudgetHistory | None:
     """``trim_history`` or ``budget_history`` from the command-line options (at most one)."""
     if max_messages is not None and budget is not None:
         fail("give either --max-messages or --budget, not both")
@@ -133,13 +124,9 @@ def trim(
     if processor is None:
         fail("give --max-messages N or --budget TOKENS")
     history = load_history(file)
-    kept = asyncio.run(apply_processor(processor, history))
+    kept, trimmed = processor.apply(history)
     write_output(output, dump_history(kept))
-    report: dict[str, Any] = {
-        "messages": len(history),
-        "kept": len(kept),
-        "dropped": len(history) - len(kept),
-    }
+    report: dict[str, Any] = {"messages": len(history), **to_jsonable(trimmed)}
     _emit_report("trim", report, as_json=as_json, output=output)
 
 
@@ -164,7 +151,7 @@ def convert(
         "from": source,
         "to": target,
         "messages": len(messages),
-        "import_losses": to_jsonable(import_report)["losses"] if import_report else [],
-        "export_losses": to_jsonable(export_report)["losses"] if export_report else [],
+        "import_losses": to_jsonable(import_report.losses),
+        "export_losses": to_jsonable(export_report.losses),
     }
     _emit_report("conversion", report, as_json=as_json, output=output)

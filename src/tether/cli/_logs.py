@@ -131,7 +131,7 @@ def export(
         "conversation_id": cid,
         "format": fmt,
         "messages": len(loaded.messages),
-        "losses": to_jsonable(report)["losses"] if report else [],
+        "losses": to_jsonable(report.losses),
     }
     to_err = output == "-"
     if as_json:

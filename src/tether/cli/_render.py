@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text as RichText
@@ -82,7 +83,8 @@ def render_message(message: Message, index: int | None = None, *, show_reasoning
     title = f"[{_ROLE_STYLE.get(message.role, 'bold')}]{message.role}[/]"
     if index is not None:
         title = f"#{index} {title}"
-    meta = [f"{message.provider or ''}:{message.model}" if message.model else "", message.stop_reason or ""]
+    source = ":".join(x for x in (message.provider, message.model) if x)
+    meta = [source, message.stop_reason or ""]
     subtitle = escape(" ".join(m for m in meta if m)) or None
     return Panel(
         Group(*parts) if parts else RichText("(empty)", style="dim"),
@@ -115,23 +117,27 @@ def _rows(value: object) -> list[Mapping[str, Any]] | None:
     return cast(list[Mapping[str, Any]], items)
 
 
-def render_report(console: Console, title: str, report: Mapping[str, Any]) -> None:
-    """A report (already JSON-shaped): scalars as ``name: value``, lists of objects as tables."""
-    console.print(f"[bold]{escape(title)}[/]")
+def render_report(console: Console, title: str, report: Mapping[str, Any], *, indent: int = 0) -> None:
+    """A report (already JSON-shaped): scalars as ``name: value``, lists of objects as tables,
+    nested objects indented under their name."""
+    pad = " " * indent
+    console.print(f"{pad}[bold]{escape(title)}[/]")
+    pad += "  "
     for key, value in report.items():
         rows = _rows(value)
         if rows is not None:
             columns = list(dict.fromkeys(k for row in rows for k in row))
-            table = Table(title=key, title_justify="left", show_edge=False)
+            table = Table(show_edge=False, pad_edge=False)
             for column in columns:
                 table.add_column(column)
             for row in rows:
                 table.add_row(*(_cell(row.get(c)) for c in columns))
-            console.print(table)
+            console.print(f"{pad}{escape(key)}:")
+            console.print(Padding(table, (0, 0, 0, indent + 4)))
         elif isinstance(value, list):
             items = cast(list[object], value)
-            console.print(f"  {escape(key)}: {_cell(items) if items else 'none'}")
+            console.print(f"{pad}{escape(key)}: {_cell(items) if items else 'none'}")
         elif isinstance(value, Mapping):
-            render_report(console, f"  {key}", cast(Mapping[str, Any], value))
+            render_report(console, key, cast(Mapping[str, Any], value), indent=indent + 2)
         else:
-            console.print(f"  {escape(key)}: {_cell(value)}")
+            console.print(f"{pad}{escape(key)}: {_cell(value)}")

@@ -22,7 +22,7 @@ from tether.agent import (
 )
 from tether.cli._render import preview
 from tether.errors import RunCanceled, RunError
-from tether.messages import Message, assistant, new_id, user
+from tether.messages import Message, ToolCall, ToolResult, assistant, new_id, user
 
 __all__ = ["StreamPrinter", "TurnOutcome", "run_turn"]
 
@@ -39,6 +39,7 @@ class StreamPrinter:
         self._status: Status | None = None
         self._mid_line = False
         self._reasoning_steps: set[int] = set()
+        self._started: set[str | None] = set()
 
     def wait(self, text: str = "thinking…") -> None:
         """Show a spinner until the next output."""
@@ -76,14 +77,18 @@ class StreamPrinter:
         self.console.print("[dim italic]▸ reasoning… (collapsed; tether logs show --reasoning shows it)[/]")
         self.wait()
 
-    def tool_started(self, name: str, arguments: str) -> None:
+    def tool_started(self, call: ToolCall) -> None:
         self._stop()
         self._newline()
-        self.console.print(f"[magenta]→ {escape(name)}[/]({escape(preview(arguments, 80))})")
-        self.wait(f"running {name}…")
+        self._started.add(call.id)
+        self.console.print(f"[magenta]→ {escape(call.name)}[/]({escape(preview(call.arguments, 80))})")
+        self.wait(f"running {call.name}…")
 
-    def tool_finished(self, name: str, text: str, failed: bool) -> None:
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        if call.id not in self._started:  # answered without running (invalid arguments, denied)
+            self.tool_started(call)
         self._stop()
+        name, text, failed = result.name, result.text, result.failed
         style = "red" if failed else "magenta"
         self.console.print(f"[{style}]← {escape(name)}[/] {escape(preview(text, 100))}")
         self.wait()
@@ -111,7 +116,7 @@ def _partial_turn(
     completed: Sequence[Message],
     partial: Sequence[Message] | None,
     streamed: str,
-    model_name: str | None,
+    model: tuple[str | None, str | None],
 ) -> list[Message]:
     """The evidence of a canceled or failed turn: the run's completed messages (the prompt first),
     then the text streamed since the last completed message as a ``canceled`` assistant message."""
@@ -124,7 +129,8 @@ def _partial_turn(
                 streamed,
                 run_id=run_id,
                 conversation_id=conversation_id,
-                model=model_name,
+                provider=model[0],
+                model=model[1],
                 stop_reason=CANCELED,
             )
         )
@@ -138,7 +144,7 @@ async def run_turn(
     history: Sequence[Message],
     conversation_id: str,
     printer: StreamPrinter,
-    model_name: str | None = None,
+    model: tuple[str | None, str | None] = (None, None),
     waiting: str = "thinking…",
 ) -> TurnOutcome:
     """Stream one run. Cancelling the task that awaits this (Ctrl-C) ends the run cleanly: the
@@ -158,9 +164,9 @@ async def run_turn(
                 elif isinstance(event, ReasoningEvent):
                     printer.reasoning(event.step)
                 elif isinstance(event, ToolCallStarted):
-                    printer.tool_started(event.call.name, event.call.arguments)
+                    printer.tool_started(event.call)
                 elif isinstance(event, ToolCallFinished):
-                    printer.tool_finished(event.result.name, event.result.text, event.result.failed)
+                    printer.tool_finished(event.call, event.result)
                 elif isinstance(event, MessageCompleted):
                     completed.append(event.message)
                     streamed.clear()
@@ -179,7 +185,7 @@ async def run_turn(
         printer.done()
         partial = exc.partial.new_messages if isinstance(exc, RunError) and exc.partial else None
         messages = _partial_turn(
-            prompt, run_id, conversation_id, completed, partial, "".join(streamed), model_name
+            prompt, run_id, conversation_id, completed, partial, "".join(streamed), model
         )
         return TurnOutcome(run_id=run_id, new_messages=messages, canceled=True)
     except RunError as exc:
@@ -187,8 +193,8 @@ async def run_turn(
         partial = exc.partial.new_messages if exc.partial else None
         messages: list[Message] = []
         if partial or completed:  # something completed: keep that evidence, resumable
-            messages = _partial_turn(prompt, run_id, conversation_id, completed, partial, "", model_name)
+            messages = _partial_turn(prompt, run_id, conversation_id, completed, partial, "", model)
         return TurnOutcome(run_id=run_id, new_messages=messages, error=f"{type(exc).__name__}: {exc}")
     printer.done()
-    messages = _partial_turn(prompt, run_id, conversation_id, completed, None, "", model_name)
+    messages = _partial_turn(prompt, run_id, conversation_id, completed, None, "", model)
     return TurnOutcome(run_id=run_id, new_messages=messages, error="the run ended without a result")

@@ -112,9 +112,9 @@ def _content(
                 for k, v in (
                     ("signature", part.signature),
                     ("provider", part.provider),
-                    ("redacted", part.redacted),
+                    ("redacted", part.redacted or None),
                 )
-                if v
+                if v is not None
             }
             if extras:
                 block["extras"] = extras
@@ -218,7 +218,7 @@ def from_langchain(data: object) -> tuple[list[Message], ConversionReport]:
         run_id, conversation_id = _stamps(body, dpath)
         if kind in ("tool", "ToolMessageChunk"):
             result = _tool_result(body, mi, dpath, report)
-            if last_tool:
+            if last_tool and (out[-1].run_id, out[-1].conversation_id) == (run_id, conversation_id):
                 out[-1] = Message(
                     "tool", (*out[-1].parts, result), run_id=run_id, conversation_id=conversation_id
                 )
@@ -257,16 +257,14 @@ def _stamps(body: Mapping[str, Any], path: str) -> tuple[str | None, str | None]
 
 def _tool_result(body: Mapping[str, Any], mi: int, path: str, report: ConversionReport) -> ToolResult:
     content = _blocks(body.get("content"), mi, f"{path}.content", report, role="tool")
-    metadata = body.get("response_metadata")
-    tether = cast(Mapping[str, Any], metadata).get("tether") if isinstance(metadata, Mapping) else None
-    synthesized = isinstance(tether, Mapping) and cast(Mapping[str, Any], tether).get("synthesized") is True
+    synthesized = opt_obj(opt_obj(body.get("response_metadata")).get("tether")).get("synthesized") is True
     name = opt_str(body, "name", path)
     if name is None:
         report.approximate(mi, None, "tool name", "the ToolMessage has no name")
     return ToolResult(
         string(body, "tool_call_id", path),
         name or "",
-        tuple(p for p in content if type(p) is not Reasoning),  # type: ignore[misc]
+        tuple(p for p in content if isinstance(p, Text | Image | Document)),
         failed=body.get("status") == "error",
         synthesized=synthesized,
     )

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import msgspec
 
-from tether.convert._json import b64decode, fail, obj, opt_str, seq, string
+from tether.convert._json import b64decode, fail, obj, opt_obj, opt_str, seq, string
 from tether.convert._providers import load_json
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from tether.models.wire import ConversionReport
@@ -47,6 +47,9 @@ def to_pydantic_ai(messages: Sequence[Message]) -> tuple[list[JSON], ConversionR
             request = None
             out.append(_response(message, mi, report))
             continue
+        if message.role == "tool" and not message.parts:
+            report.drop(mi, None, "empty tool message", "a pydantic-ai request needs a part")
+            continue
         stamps = (message.run_id, message.conversation_id)
         if request is None or (request.get("run_id"), request.get("conversation_id")) != stamps:
             request = {"kind": "request", "parts": []}
@@ -66,7 +69,7 @@ def _request_parts(message: Message, mi: int, report: ConversionReport) -> list[
         return [{"part_kind": "user-prompt", "content": _user_content(message.parts, mi, report)}]
     parts: list[JSON] = []
     for pi, result in enumerate(message.tool_results):
-        content: Any = _user_content(result.content, mi, report, pi) if result.content else ""
+        content: Any = _user_content(result.content, mi, report, pi) if result.content else []
         part: JSON = {
             "part_kind": "tool-return",
             "tool_name": result.name,
@@ -84,8 +87,8 @@ def _plain(parts: Sequence[Part], mi: int, report: ConversionReport) -> str:
     for pi, part in enumerate(parts):
         if type(part) is Text and part.signature is not None:
             report.drop(mi, pi, "text signature", "pydantic-ai prompts carry no signature")
-    if len(parts) > 1:
-        report.approximate(mi, None, "system parts", "joined into one system prompt")
+    if len(parts) != 1:
+        report.approximate(mi, None, "prompt parts", f"{len(parts)} parts sent as one prompt string")
     return "".join(p.text for p in parts if type(p) is Text)
 
 
@@ -109,6 +112,8 @@ def _user_content(
                 if part.media_type is not None:
                     item["media_type"] = part.media_type
             else:
+                if (type(part) is Image) != (part.media_type or "").startswith("image/"):
+                    report.approximate(mi, pi, "media kind", "binary data reads back by its media type")
                 data = base64.urlsafe_b64encode(part.data or b"").decode()
                 item = {"kind": "binary", "data": data, "media_type": part.media_type}
             content.append(item)
@@ -120,11 +125,10 @@ def _response(message: Message, mi: int, report: ConversionReport) -> JSON:
     for pi, part in enumerate(message.parts):
         if type(part) is Text:
             entry: JSON = {"part_kind": "text", "content": part.text}
+            if part.provider_id is not None:
+                entry["id"] = part.provider_id
             if part.signature is not None:
-                if part.signature.startswith("msg_"):
-                    entry["id"] = part.signature
-                else:
-                    report.drop(mi, pi, "text signature", "pydantic-ai text parts carry no signature")
+                report.drop(mi, pi, "text signature", "pydantic-ai text parts carry no signature")
             parts.append(entry)
         elif type(part) is Reasoning:
             entry = {"part_kind": "thinking", "content": part.text}
@@ -250,7 +254,7 @@ def _import_result(
     if kind == "retry-prompt":
         return ToolResult(call_id, name, (Text(_json_text(raw)),), failed=True)
     if isinstance(raw, str):
-        content: tuple[Text | Image | Document, ...] = (Text(raw),) if raw else ()
+        content: tuple[Text | Image | Document, ...] = (Text(raw),)
     elif isinstance(raw, list):
         content = tuple(_import_content(cast(list[Any], raw), mi, pi, f"{path}.content", report))
     else:
@@ -258,7 +262,7 @@ def _import_result(
         content = (Text(_json_text(raw)),)
     outcome = part.get("outcome", "success")
     metadata = part.get("metadata")
-    synthesized = isinstance(metadata, Mapping) and metadata.get("tether_synthesized") is True  # type: ignore[union-attr]
+    synthesized = opt_obj(metadata).get("tether_synthesized") is True
     return ToolResult(call_id, name, content, failed=outcome != "success", synthesized=synthesized)
 
 
@@ -306,10 +310,10 @@ def _import_response(response: Mapping[str, Any], mi: int, path: str, report: Co
         part = obj(raw, ppath)
         kind = string(part, "part_kind", ppath)
         if kind == "text":
-            parts.append(Text(string(part, "content", ppath), signature=opt_str(part, "id", ppath)))
+            parts.append(Text(string(part, "content", ppath), provider_id=opt_str(part, "id", ppath)))
         elif kind == "thinking":
             details = part.get("provider_details")
-            redacted = isinstance(details, Mapping) and details.get("redacted") is True  # type: ignore[union-attr]
+            redacted = opt_obj(details).get("redacted") is True
             parts.append(
                 Reasoning(
                     string(part, "content", ppath),
@@ -353,9 +357,8 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
         return value if isinstance(value, int) else 0
 
     reasoning = count("output_reasoning_tokens")
-    details = raw.get("details")
-    if not reasoning and isinstance(details, Mapping):
-        value = details.get("reasoning_tokens")  # type: ignore[union-attr]
+    if not reasoning:
+        value = opt_obj(raw.get("details")).get("reasoning_tokens")
         reasoning = value if isinstance(value, int) else 0
     return Usage(
         count("input_tokens"),

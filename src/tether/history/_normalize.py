@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 from msgspec.structs import replace
@@ -42,6 +42,8 @@ UnpairedReason: TypeAlias = Literal["no-id", "duplicate-id"]
 assistant message already uses its id."""
 
 _encoder = msgspec.json.Encoder()
+decode_object = msgspec.json.Decoder(dict[str, Any]).decode
+"""The decoder behind ``ToolCall.truncated``, inlined where calls are walked in bulk."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +176,9 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
         for part in m.parts:
             if type(part) is not ToolCall:
                 continue
-            if part.truncated:
+            try:  # ``ToolCall.truncated``, inlined: this is the hot loop
+                decode_object(part.arguments)
+            except (msgspec.DecodeError, RecursionError):
                 truncated.append(CallRef(i - 1, part.id, part.name))
             cid = part.id
             if not cid:
@@ -196,11 +200,10 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
             if t.role != "tool":
                 break
             keep: list[ToolResult] | None = None
-            parts = t.parts
-            for k, r in enumerate(parts):
-                if type(r) is not ToolResult:  # Message forbids it: a tool message holds results
-                    continue
-                if pending.pop(r.call_id, None) is not None:
+            parts: tuple[ToolResult, ...] = t.parts  # type: ignore[assignment]  # a tool message
+            pop = pending.pop
+            for r in parts:
+                if pop(r.call_id, None) is not None:
                     if keep is not None:
                         keep.append(r)
                     continue
@@ -208,7 +211,7 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
                     duplicate_at.add(len(dropped))
                 dropped.append(CallRef(i, r.call_id, r.name))
                 if keep is None:
-                    keep = [p for p in parts[:k] if type(p) is ToolResult]
+                    keep = list(parts[: _position(parts, r)])
             if keep is None and parts:
                 append(t)
             elif keep:
@@ -230,6 +233,10 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
     return out, HistoryRepair(
         tuple(synthesized), tuple(dropped), tuple(removed), tuple(truncated), tuple(unpaired)
     )
+
+
+def _position(parts: tuple[ToolResult, ...], part: ToolResult) -> int:
+    return next(k for k, p in enumerate(parts) if p is part)
 
 
 def _calls(assistant_message: Message, call_id: str) -> bool:

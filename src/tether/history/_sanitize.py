@@ -16,7 +16,7 @@ import msgspec
 from msgspec.structs import replace
 
 from tether.errors import HistoryTooLarge, UserError
-from tether.history._normalize import CallRef, HistoryRepair, normalize_history
+from tether.history._normalize import CallRef, HistoryRepair, decode_object, normalize_history
 from tether.messages import Document, Image, Message, Reasoning, Text, ToolCall, ToolResult
 
 __all__ = [
@@ -272,9 +272,24 @@ def sanitize_history(
     # Built only once a message is dropped or rebuilt: until then the output is ``msgs[:i]``.
     kept: list[Message] | None = None
     origin: list[int] | None = None  # origin[j]: index in ``msgs`` of kept[j]
+    # The same pass checks the pairing of the common case (every call answered right after it,
+    # nothing else): when it holds, pairing repair has nothing to do. Anything it is unsure of
+    # sets ``irregular`` and ``normalize_history`` repairs the kept messages afterwards.
+    irregular = False
+    pending: dict[str, int] | None = None  # call ids of the last assistant turn not yet answered
+    truncated: list[CallRef] = []
     for i, m in enumerate(msgs):
         if type(m) is not Message:
             raise UserError(f"history[{i}] is a {type(m).__name__}, not a Message")
+        role = m.role
+        if role == "tool":
+            if pending is None or not m.parts:
+                irregular = True
+                pending = {}
+        elif role != "system":
+            if pending:
+                irregular = True
+            pending = None
         # Fast pass: count bytes; anything unusual sends the message to the indexed pass.
         n = 0
         slow = False
@@ -283,6 +298,8 @@ def sanitize_history(
             if tp is ToolResult:
                 result: ToolResult = part  # type: ignore[assignment]
                 s = result.call_id
+                if pending is None or pending.pop(s, None) is None:
+                    irregular = True
                 x = len(s) if s.isascii() else _utf8(s)
                 s = result.name
                 x += len(s) if s.isascii() else _utf8(s)
@@ -299,6 +316,17 @@ def sanitize_history(
             elif tp is ToolCall:
                 call: ToolCall = part  # type: ignore[assignment]
                 s = call.arguments
+                try:
+                    decode_object(s)
+                except (msgspec.DecodeError, RecursionError):
+                    truncated.append(CallRef(i, call.id, call.name))
+                cid = call.id
+                if not cid or (pending is not None and cid in pending):
+                    irregular = True  # unpaired calls: normalize names them
+                elif pending is None:
+                    pending = {cid: 1}
+                else:
+                    pending[cid] = 1
                 x = len(s) if s.isascii() else _utf8(s)
                 s = call.name
                 x += len(s) if s.isascii() else _utf8(s)
@@ -326,6 +354,8 @@ def sanitize_history(
         keep: list[object] | None = None
         if slow:
             n, keep = _slow_message(m, i, max_part, media, unsafe)
+            if role != "user" and role != "system":
+                irregular = True
         total += n
         if total > max_total:
             raise HistoryTooLarge(
@@ -345,9 +375,13 @@ def sanitize_history(
         if kept is not None and origin is not None:
             kept.append(m)
             origin.append(i)
-    out, repair = normalize_history(msgs if kept is None else kept)
-    if origin is not None and repair != _NO_REPAIR:
-        repair = _remap(repair, origin)
+    if irregular or pending:
+        out, repair = normalize_history(msgs if kept is None else kept)
+        if origin is not None and repair != _NO_REPAIR:
+            repair = _remap(repair, origin)
+    else:
+        out = list(msgs) if kept is None else kept
+        repair = HistoryRepair(truncated=tuple(truncated)) if truncated else _NO_REPAIR
     if not (systems or unsafe or removed or repair.changed):
         return out, SanitizeReport(repair=repair)
     return out, SanitizeReport(systems, tuple(unsafe), tuple(removed), repair)

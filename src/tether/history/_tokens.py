@@ -110,8 +110,8 @@ class _Counter:
 
 
 def _wide(text: str) -> int:
-    """Any non-ASCII string: ``ceil(2 × utf8_bytes / 3)``."""
-    return -(-2 * len(text.encode("utf-8", "surrogatepass")) // 3)
+    """Any non-ASCII string: ``ceil(3 × utf8_bytes / 4)``."""
+    return -(-3 * len(text.encode("utf-8", "surrogatepass")) // 4)
 
 
 class ApproximateCounter(_Counter):
@@ -121,12 +121,13 @@ class ApproximateCounter(_Counter):
     result's content, ``part_tokens`` (3; tool calls and results twice). ASCII strings cost
     ``ceil(characters / 3)`` for prose (text, reasoning, tool-result text), ``ceil(characters / 2)``
     for structured text (tool names, call arguments) and ``ceil(3 × characters / 4)`` for opaque
-    strings (call ids, signatures); any non-ASCII string costs ``ceil(2 × utf8_bytes / 3)``.
+    strings (call ids, signatures); any non-ASCII string costs ``ceil(3 × utf8_bytes / 4)``.
     An image costs ``image_tokens`` (1600); a document given by URL ``document_tokens`` (3000);
     an inline document the larger of ``document_tokens`` and ``ceil(bytes / 3)``.
 
     Measured against cl100k_base: English prose and code run at about 4 characters per token,
-    JSON with numbers about 2, base64 and hex about 1.4-1.8, CJK about 1.5 tokens per character:
+    JSON with numbers about 2, base64 and hex about 1.4-1.8; CJK about 1.5 tokens per 3-byte
+    character and emoji up to about 2.6 per 4-byte one:
     each class stays under its rule. Dense data inside prose parts (base64 or number-heavy JSON
     in a text or a tool result, symbol-heavy code snippets) is the known way to exceed the
     estimate; use ``tiktoken_counter`` when a budget must be exact.
@@ -216,6 +217,7 @@ _O200K = "|".join(
     ]
 )
 _PATTERNS = {"cl100k_base": _CL100K, "o200k_base": _O200K}
+_BUNDLED: dict[str, Any] = {}
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 
 
@@ -256,11 +258,15 @@ def tiktoken_counter(
     pattern = _PATTERNS.get(encoding)
     if pattern is None:
         raise UserError(f"unknown encoding {encoding!r}; expected one of {', '.join(sorted(_PATTERNS))}")
-    data = _read_ranks(encoding, file)
-    ranks = _parse_ranks(data, str(file) if file is not None else f"the bundled {encoding}")
-    enc = tiktoken.Encoding(
-        name=f"tether-{encoding}", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
-    )
+    enc = _BUNDLED.get(encoding) if file is None else None
+    if enc is None:
+        data = _read_ranks(encoding, file)
+        ranks = _parse_ranks(data, str(file) if file is not None else f"the bundled {encoding}")
+        enc = tiktoken.Encoding(
+            name=f"tether-{encoding}", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+        )
+        if file is None:
+            _BUNDLED[encoding] = enc  # the shipped file never changes: build it once per process
     return TiktokenCounter(enc, image_tokens=image_tokens, document_tokens=document_tokens)
 
 

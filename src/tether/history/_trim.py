@@ -11,6 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import msgspec
 
@@ -75,9 +76,9 @@ def _opening(msgs: Sequence[Message], start: int) -> int:
         role = m.role
         if role == "user":
             return i
-        # An assistant turn can open unless results of its calls were cut (they lie before
-        # ``start``): then it and its block go too. A normalized history never has that.
-        if role == "assistant" and not _results_cut(msgs, start, i):
+        # An assistant turn can open unless results of its calls would be cut (they lie before
+        # it): then it and its block go too. A normalized history never has that.
+        if role == "assistant" and not _results_cut(msgs, i, i):
             return i
         i += 1
     raise HistoryError(
@@ -121,9 +122,22 @@ def trim_history(max_messages: int) -> TrimHistory:
     return TrimHistory(max_messages)
 
 
+class _Count(weakref.ref[Message]):
+    """A cache entry: a weak reference to the message, with its id and token count."""
+
+    __slots__ = ("key", "tokens")
+
+    key: int
+    tokens: int
+
+
 class BudgetHistory:
-    """The processor ``budget_history(counter, max_tokens)`` returns. Counts are cached per
-    message object (messages are immutable) for as long as the message lives."""
+    """The processor ``budget_history(counter, max_tokens)`` returns.
+
+    Counts are cached per message object for as long as the message lives (messages are
+    immutable): keyed by identity, so a message's content is never hashed, and evicted by a
+    weak-reference callback when the message is collected.
+    """
 
     __slots__ = ("__weakref__", "_counts", "counter", "max_tokens")
 
@@ -134,25 +148,34 @@ class BudgetHistory:
             raise UserError(f"budget_history needs max_tokens >= 1, not {max_tokens!r}")
         self.counter = counter
         self.max_tokens = max_tokens
-        self._counts: weakref.WeakKeyDictionary[Message, int] = weakref.WeakKeyDictionary()
+        self._counts: dict[int, _Count] = {}
+
+    def _evict(self, entry: weakref.ref[Message]) -> None:
+        key = cast(_Count, entry).key
+        if self._counts.get(key) is entry:
+            del self._counts[key]
 
     def count(self, message: Message) -> int:
         """The (cached) token count of one message."""
-        counts = self._counts
-        tokens = counts.get(message)
-        if tokens is None:
-            tokens = self.counter(message)
-            if type(tokens) is not int or tokens < 0:
-                raise UserError(f"the token counter returned {tokens!r}; it must return an int >= 0")
-            counts[message] = tokens
+        key = id(message)
+        entry = self._counts.get(key)
+        if entry is not None and entry() is message:
+            return entry.tokens
+        tokens = self.counter(message)
+        if type(tokens) is not int or tokens < 0:
+            raise UserError(f"the token counter returned {tokens!r}; it must return an int >= 0")
+        entry = _Count(message, self._evict)
+        entry.key = key
+        entry.tokens = tokens
+        self._counts[key] = entry
         return tokens
 
     def apply(self, history: Iterable[Message]) -> tuple[list[Message], TrimReport]:
         """The newest messages within the budget, and what was cut."""
         msgs = _as_list(history)
         n = len(msgs)
-        counts = self._counts
-        get = counts.get
+        get = self._counts.get
+        count = self.count
         budget = self.max_tokens
         total = 0
         j = n
@@ -160,9 +183,8 @@ class BudgetHistory:
             m = msgs[j - 1]
             if type(m) is not Message:
                 raise UserError(f"history[{j - 1}] is a {type(m).__name__}, not a Message")
-            tokens = get(m)
-            if tokens is None:
-                tokens = self.count(m)
+            entry = get(id(m))
+            tokens = entry.tokens if entry is not None and entry() is m else count(m)
             if total + tokens > budget:
                 break
             total += tokens
@@ -175,7 +197,7 @@ class BudgetHistory:
                 f"is over the budget of {budget} tokens"
             )
         start = _opening(msgs, j)
-        kept = total - sum(get(m) or 0 for m in msgs[j:start])
+        kept = total - sum(count(m) for m in msgs[j:start])
         return list(msgs[start:]), TrimReport(n - start, start, start - j, kept)
 
     def __call__(self, history: Iterable[Message]) -> list[Message]:

@@ -35,15 +35,24 @@ ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 _json_object_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
+class _AnyObject(msgspec.Struct):
+    """Matches any JSON object; decoding it validates the text without building values."""
+
+
+_json_object_checker = msgspec.json.Decoder(_AnyObject)
+
+
 class _Part(msgspec.Struct, frozen=True, tag_field="type", rename="camel", omit_defaults=True):
     """Base of every part. ``type`` is the JSON discriminator."""
 
 
 class Text(_Part, frozen=True, tag="text"):
-    """Plain text. ``signature`` is an opaque provider token attached to the text (Gemini)."""
+    """Plain text. ``signature`` is an opaque provider token attached to the text (Gemini);
+    ``provider_id`` the provider's item id (OpenAI Responses ``msg_…``), replayed where needed."""
 
     text: str
     signature: str | None = None
+    provider_id: str | None = None
 
 
 def _check_media(kind: str, part: Image | Document) -> None:
@@ -96,7 +105,7 @@ class ToolCall(_Part, frozen=True, tag="tool-call"):
     def truncated(self) -> bool:
         """True when ``arguments`` is not a valid JSON object."""
         try:
-            _json_object_decoder.decode(self.arguments)
+            _json_object_checker.decode(self.arguments)
         except (msgspec.DecodeError, RecursionError):
             return True
         return False
@@ -137,7 +146,9 @@ class ToolResult(_Part, frozen=True, tag="tool-result"):
         content = tuple(Text(c) if isinstance(c, str) else c for c in content)
         for item in content:
             if type(item) not in _RESULT_PART_TYPES:
-                raise UserError(f"tool result content takes Text, Image or Document, not {type(item).__name__}")
+                raise UserError(
+                    f"tool result content takes Text, Image or Document, not {type(item).__name__}"
+                )
         force_setattr(self, "content", content)
 
     @property

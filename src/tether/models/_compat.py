@@ -55,13 +55,15 @@ def collect() -> tuple[list[tuple[str, Profile]], list[str]]:
     undeclared: list[str] = []
     for prefix, (module_name, _factory) in PROVIDERS.items():
         module = importlib.import_module(module_name)
-        profiles: object = getattr(module, "PROFILES", None)
-        if profiles is None:
+        declared: object = getattr(module, "PROFILES", None)
+        if declared is None:
             undeclared.append(prefix)
             continue
-        if not isinstance(profiles, tuple) or not all(isinstance(p, Profile) for p in profiles):  # pyright: ignore[reportUnknownVariableType]
-            raise UserError(f"{module_name}.PROFILES must be a tuple of Profile")
-        rows.extend((prefix, p) for p in profiles)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        profiles: tuple[object, ...] = declared if isinstance(declared, tuple) else ("not a tuple",)  # pyright: ignore[reportUnknownVariableType]
+        for profile in profiles:
+            if not isinstance(profile, Profile):
+                raise UserError(f"{module_name}.PROFILES must be a tuple of Profile")
+            rows.append((prefix, profile))
     return rows, undeclared
 
 

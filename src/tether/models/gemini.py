@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 import pydantic
@@ -42,9 +42,36 @@ else:
 
 __all__ = ["PROFILES", "GeminiModel", "profile_for"]
 
-_contents_adapter: pydantic.TypeAdapter[list[genai_types.Content]] = pydantic.TypeAdapter(
-    list[genai_types.Content]
-)
+_STANDARD = str.maketrans("-_", "+/")
+_part_adapter: pydantic.TypeAdapter[genai_types.Part] = pydantic.TypeAdapter(genai_types.Part)
+_PART_CACHE_LIMIT = 100_000
+
+
+class _SdkParts:
+    """Wire part dicts → SDK ``Part`` objects, cached by the identity of the (cached, read-only)
+    wire dict so each step converts only new parts. Entries hold the wire dict itself, so an id
+    is never reused while cached; the cache is cleared when it grows past its limit."""
+
+    def __init__(self) -> None:
+        self._parts: dict[int, tuple[dict[str, Any], genai_types.Part]] = {}
+
+    def contents(self, turns: list[dict[str, Any]]) -> list[genai_types.Content]:
+        if len(self._parts) > _PART_CACHE_LIMIT:
+            self._parts.clear()
+        out: list[genai_types.Content] = []
+        for turn in turns:
+            parts: list[genai_types.Part] = []
+            for wire in cast(list[dict[str, Any]], turn["parts"]):
+                hit = self._parts.get(id(wire))
+                if hit is None or hit[0] is not wire:
+                    # JSON validation turns base64 text (either alphabet) into the exact bytes
+                    hit = self._parts[id(wire)] = (
+                        wire,
+                        _part_adapter.validate_json(msgspec.json.encode(wire)),
+                    )
+                parts.append(hit[1])
+            out.append(genai_types.Content.model_construct(role=turn["role"], parts=parts))  # parts are valid
+        return out
 
 
 def _tools(tools: Sequence[ToolDefinition]) -> list[genai_types.Tool]:
@@ -58,8 +85,17 @@ def _tools(tools: Sequence[ToolDefinition]) -> list[genai_types.Tool]:
 
 
 def _dump(response: pydantic.BaseModel) -> dict[str, Any]:
-    """An SDK response as the REST JSON body (camelCase, bytes as base64)."""
-    return response.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """An SDK response as the REST JSON body the API sent: camelCase, and signatures in the
+    standard base64 alphabet the API uses (pydantic writes the SDK's bytes URL-safe)."""
+    body: dict[str, Any] = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+    candidates = cast(list[dict[str, Any]], body.get("candidates") or [])
+    for candidate in candidates:
+        content = cast(dict[str, Any], candidate.get("content") or {})
+        for part in cast(list[dict[str, Any]], content.get("parts") or []):
+            signature = part.get("thoughtSignature")
+            if isinstance(signature, str):
+                part["thoughtSignature"] = signature.translate(_STANDARD)
+    return body
 
 
 class GeminiModel:
@@ -88,6 +124,7 @@ class GeminiModel:
         self._api_key = api_key
         self._client = client
         self._http_options = http_options
+        self._parts = _SdkParts()
 
     @property
     def name(self) -> str:
@@ -120,7 +157,7 @@ class GeminiModel:
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
         check_content(messages, self._profile)
         encoded, _report = encode_messages(messages, profile=self._profile)
-        contents = _contents_adapter.validate_json(msgspec.json.encode(encoded))
+        contents = self._parts.contents(encoded)
         s = settings or ModelSettings()
         config: dict[str, Any] = {}
         if instructions:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     import llama_cpp
 else:
     llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
+
+_log = logging.getLogger("tether.models")
 
 __all__ = ["FUNCTION_CALLING", "PROFILES", "LocalModel", "default_weights"]
 
@@ -129,7 +132,9 @@ class LocalModel:
         tool results are given as user turns naming the call, and the tool list (which that handler
         puts in the system turn) always has a system turn to live in."""
         check_content(messages, self.profile)
-        encoded, _report = encode_messages(messages, profile=self.profile)
+        encoded, report = encode_messages(messages, profile=self.profile)
+        if not report.lossless:
+            _log.debug("%s request leaves out or approximates: %s", self.name, report.losses)
         chat: list[dict[str, Any]] = []
         if instructions or (tools and self._chat_format == FUNCTION_CALLING):
             chat.append({"role": "system", "content": instructions or _DEFAULT_SYSTEM})
@@ -211,7 +216,8 @@ class LocalModel:
         tools: Sequence[ToolDefinition] = (),
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
-        """One completion, computed in a worker thread."""
+        """One completion, computed in a worker thread. Cancelling the caller does not interrupt
+        llama.cpp: the completion finishes in the background before the model takes the next call."""
         kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
         body = await asyncio.to_thread(self._complete, kwargs)
         return self._decode(body)

@@ -12,6 +12,7 @@ the request options, error mapping and streaming.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,9 +27,12 @@ from tether.models.wire._common import check_content
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
 if TYPE_CHECKING:
+    import httpx2
     import openai
 else:
     openai = require("openai", "openai", "the OpenAI Chat driver")
+
+_log = logging.getLogger("tether.models")
 
 __all__ = ["PROFILES", "OpenAIChatModel", "chat_profile"]
 
@@ -84,7 +88,7 @@ class OpenAIChatModel:
         base_url: str | None = None,
         api_key: str | None = None,
         client: openai.AsyncOpenAI | None = None,
-        http_client: Any = None,
+        http_client: httpx2.AsyncClient | None = None,
         max_retries: int = 2,
         profile: Profile | None = None,
         stream_usage: bool = True,
@@ -139,7 +143,9 @@ class OpenAIChatModel:
 
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
         check_content(messages, self._profile)
-        encoded, _report = encode_messages(messages, profile=self._profile)
+        encoded, report = encode_messages(messages, profile=self._profile)
+        if not report.lossless:
+            _log.debug("%s request leaves out or approximates: %s", self.name, report.losses)
         wire: list[dict[str, Any]] = []
         if instructions:
             wire.append({"role": "system", "content": instructions})

@@ -13,7 +13,7 @@ import msgspec
 from tether.errors import ConflictError, CorruptRecord, EncryptionError, NotFound, StoreError, UserError
 from tether.messages import Message, Text, ToolResult, dumps_message
 from tether.stores._crypto import Keyring
-from tether.stores._protocol import ExpireHook, Loaded, OnCorrupt, Store, ToolEffect
+from tether.stores._protocol import ExpireHook, OnCorrupt, Store, ToolEffect
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -24,9 +24,11 @@ __all__ = [
     "check_id",
     "check_load",
     "conflict",
+    "make_effect",
     "not_found",
     "now",
     "purge_with_hook",
+    "since_beyond",
     "to_datetime",
 ]
 
@@ -172,13 +174,45 @@ class RowCodec:
         self,
         owner: str,
         conversation_id: str,
-        rows: Iterable[tuple[int, str | None, bytes]],
+        rows: Sequence[tuple[int, str | None, bytes]],
         first_seq: int,
         last_seq: int,
         on_corrupt: OnCorrupt,
     ) -> tuple[list[Message], list[CorruptRecord]]:
-        """Decode rows ``first_seq..last_seq`` in order. A bad or missing row raises, or with
-        ``on_corrupt="skip"`` is reported and left out."""
+        """Decode rows ``first_seq..last_seq`` (distinct, ascending) in order. A bad or missing row
+        raises, or with ``on_corrupt="skip"`` is reported and left out."""
+        if len(rows) == last_seq - first_seq + 1:  # all there: try the fast path first
+            decode = _message_decoder.decode
+            try:
+                if self.keyring is None:
+                    return [decode(data) for _, _, data in rows], []
+                return [
+                    decode(self.open_row(owner, conversation_id, seq, key_id, data))
+                    for seq, key_id, data in rows
+                ], []
+            except (StoreError, msgspec.DecodeError, RecursionError, TypeError, ValueError):
+                pass  # find and name the bad row below
+        return self._decode_slowly(owner, conversation_id, rows, first_seq, last_seq, on_corrupt)
+
+    @staticmethod
+    def decode_plain(datas: Sequence[tuple[bytes]]) -> list[Message] | None:
+        """Decode plaintext rows ``(data,)`` in one pass; ``None`` if any fails (then call
+        ``decode_rows`` with full rows to name it)."""
+        decode = _message_decoder.decode
+        try:
+            return [decode(data) for (data,) in datas]
+        except (msgspec.DecodeError, RecursionError, TypeError, ValueError):
+            return None
+
+    def _decode_slowly(
+        self,
+        owner: str,
+        conversation_id: str,
+        rows: Sequence[tuple[int, str | None, bytes]],
+        first_seq: int,
+        last_seq: int,
+        on_corrupt: OnCorrupt,
+    ) -> tuple[list[Message], list[CorruptRecord]]:
         out: list[Message] = []
         bad: list[CorruptRecord] = []
         decode = _message_decoder.decode
@@ -256,12 +290,6 @@ class RowCodec:
 
 def _where(conversation_id: str, seq: int) -> str:
     return f"conversation {conversation_id}, seq {seq}"
-
-
-def make_loaded(
-    conversation_id: str, messages: list[Message], version: int, offset: int, bad: list[CorruptRecord]
-) -> Loaded:
-    return Loaded(conversation_id, tuple(messages), version, offset, tuple(bad))
 
 
 def make_effect(conversation_id: str, row: Sequence[Any], arguments: str) -> ToolEffect:

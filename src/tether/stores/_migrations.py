@@ -24,17 +24,20 @@ SQLITE: tuple[tuple[str, tuple[str, ...]], ...] = (
                 last_model TEXT,
                 forked_from TEXT,
                 forked_at INTEGER,
+                open_effects INTEGER NOT NULL DEFAULT 0,
                 UNIQUE (owner, id)
             )""",
             "CREATE INDEX tether_conversations_owner_updated ON tether_conversations (owner, updated_at)",
-            "CREATE INDEX tether_conversations_updated ON tether_conversations (updated_at)",
+            # id = conversation * 2**32 + seq: the rowid clusters a conversation's rows in order,
+            # so a load is one range scan of the table (rows are ~1 KB: too big for WITHOUT ROWID)
             """CREATE TABLE tether_messages (
+                id INTEGER PRIMARY KEY,
                 conversation INTEGER NOT NULL,
                 seq INTEGER NOT NULL,
                 key_id TEXT,
                 data BLOB NOT NULL,
-                PRIMARY KEY (conversation, seq)
-            ) WITHOUT ROWID""",
+                CHECK (id = conversation * 4294967296 + seq)
+            )""",
             """CREATE TABLE tether_tool_effects (
                 conversation INTEGER NOT NULL,
                 call_id TEXT NOT NULL,
@@ -68,10 +71,10 @@ POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
                 last_model TEXT,
                 forked_from TEXT,
                 forked_at BIGINT,
+                open_effects BIGINT NOT NULL DEFAULT 0,
                 UNIQUE (owner, id)
             )""",
             "CREATE INDEX tether_conversations_owner_updated ON tether_conversations (owner, updated_at)",
-            "CREATE INDEX tether_conversations_updated ON tether_conversations (updated_at)",
             """CREATE TABLE tether_messages (
                 conversation BIGINT NOT NULL REFERENCES tether_conversations (pk) ON DELETE CASCADE,
                 seq BIGINT NOT NULL,

@@ -180,14 +180,14 @@ class PostgresStore:
         codec = self._codec
         async with self._tx() as conn:
             cursor = await conn.execute(
-                "SELECT pk, version, preview IS NULL FROM tether_conversations "
+                "SELECT pk, version, preview IS NULL, open_effects FROM tether_conversations "
                 "WHERE owner = %s AND id = %s FOR UPDATE",
                 (owner, conversation_id),
             )
             row = await cursor.fetchone()
             if row is None:
                 raise not_found(conversation_id)
-            pk, version, no_preview = row
+            pk, version, no_preview, open_effects = row
             if expected_version is not None and expected_version != version:
                 raise conflict(conversation_id, expected_version, version)
             if not encoded:
@@ -217,11 +217,13 @@ class PostgresStore:
                     pk,
                 ),
             )
-            if facts.result_call_ids:
+            if open_effects and facts.result_call_ids:  # results stored: close their ledger entries
                 await conn.execute(
-                    "UPDATE tether_tool_effects SET stored_seq = %s "
-                    "WHERE conversation = %s AND call_id = ANY(%s) AND stored_seq IS NULL",
-                    (new_version, pk, list(facts.result_call_ids)),
+                    "WITH closed AS (UPDATE tether_tool_effects SET stored_seq = %s "
+                    "WHERE conversation = %s AND call_id = ANY(%s) AND stored_seq IS NULL RETURNING 1) "
+                    "UPDATE tether_conversations "
+                    "SET open_effects = open_effects - (SELECT count(*) FROM closed) WHERE pk = %s",
+                    (new_version, pk, list(facts.result_call_ids), pk),
                 )
             return new_version
 
@@ -417,7 +419,12 @@ class PostgresStore:
                 "arguments, started_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (pk, call_id, run_id, tool_name, key_id, sealed, self._clock()),
             )
-            return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+            await conn.execute(
+                "UPDATE tether_conversations SET open_effects = open_effects + 1 WHERE pk = %s", (pk,)
+            )
+            return True
 
     async def record_tool_finished(
         self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False

@@ -35,12 +35,14 @@ from tether.stores._common import (
 from tether.stores._crypto import Keyring
 from tether.stores._migrations import SQLITE
 from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
+from tether.stores._sqlite_rotate import reseal_batch
 
 __all__ = ["SQLiteStore"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 _Row = tuple[Any, ...]
+_SPAN = 1 << 32  # message row id = conversation pk * _SPAN + seq (see _migrations)
 _CONVERSATION_COLUMNS = (
     "pk, id, version, created_at, updated_at, preview_key, preview, last_model, forked_from, forked_at"
 )
@@ -52,6 +54,7 @@ class SQLiteStore:
     ``keyring`` turns on encryption at rest for new rows (see ``Keyring``; ``reencrypt`` rotates).
     ``synchronous`` is SQLite's durability setting: ``"NORMAL"`` (default; with WAL a killed process
     never loses a committed batch, a power cut may lose the last ones) or ``"FULL"``.
+    ``mmap_size`` is how many bytes of the file SQLite reads through a memory map (0: none).
     ``clock`` returns seconds since the epoch.
     """
 
@@ -62,6 +65,7 @@ class SQLiteStore:
         keyring: Keyring | None = None,
         busy_timeout: float = 30.0,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        mmap_size: int = 256 * 1024 * 1024,
         clock: Callable[[], float] = now,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
@@ -70,6 +74,9 @@ class SQLiteStore:
         self._codec = RowCodec(keyring)
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
+        if type(mmap_size) is not int or mmap_size < 0:
+            raise UserError(f"mmap_size must be an int >= 0, not {mmap_size!r}")
+        self._mmap_size = mmap_size
         self._clock = clock
         self._conn: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-sqlite")
@@ -106,6 +113,7 @@ class SQLiteStore:
                 if str(mode).lower() != "wal":
                     raise StoreError(f"SQLite {self.path!r} cannot use WAL (journal mode {mode})")
                 conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                conn.execute(f"PRAGMA mmap_size = {self._mmap_size}")  # reads skip a copy and a syscall
                 _migrate(conn)
             except BaseException:
                 conn.close()
@@ -197,38 +205,40 @@ class SQLiteStore:
 
         def tx(conn: sqlite3.Connection) -> int:
             row = conn.execute(
-                "SELECT pk, version, preview IS NULL FROM tether_conversations WHERE owner = ? AND id = ?",
+                "SELECT pk, version, preview IS NULL, open_effects FROM tether_conversations "
+                "WHERE owner = ? AND id = ?",
                 (owner, conversation_id),
             ).fetchone()
             if row is None:
                 raise not_found(conversation_id)
-            pk, version, no_preview = row
+            pk, version, no_preview, open_effects = row
             if expected_version is not None and expected_version != version:
                 raise conflict(conversation_id, expected_version, version)
             if not encoded:
                 return version
             rows = codec.seal(owner, conversation_id, version + 1, encoded)
             conn.executemany(
-                f"INSERT INTO tether_messages (conversation, seq, key_id, data) VALUES ({pk}, ?, ?, ?)", rows
+                "INSERT INTO tether_messages (id, conversation, seq, key_id, data) VALUES (?, ?, ?, ?, ?)",
+                _message_rows(pk, rows),
             )
             new_version = version + len(encoded)
-            if no_preview and facts.preview is not None:
-                preview_key, preview = codec.seal_field(owner, conversation_id, "preview", 0, facts.preview)
-                conn.execute(
-                    "UPDATE tether_conversations SET preview_key = ?, preview = ? WHERE pk = ?",
-                    (preview_key, preview, pk),
-                )
-            conn.execute(
-                "UPDATE tether_conversations SET version = ?, updated_at = ?, "
-                "last_model = COALESCE(?, last_model) WHERE pk = ?",
-                (new_version, self._clock(), facts.last_model, pk),
-            )
-            if facts.result_call_ids:
-                conn.executemany(
+            closed = 0
+            if open_effects and facts.result_call_ids:  # results stored: close their ledger entries
+                closed = conn.executemany(
                     "UPDATE tether_tool_effects SET stored_seq = ? "
                     "WHERE conversation = ? AND call_id = ? AND stored_seq IS NULL",
                     [(new_version, pk, call_id) for call_id in facts.result_call_ids],
-                )
+                ).rowcount
+            preview_key, preview = (None, None)
+            if no_preview and facts.preview is not None:
+                preview_key, preview = codec.seal_field(owner, conversation_id, "preview", 0, facts.preview)
+            conn.execute(
+                "UPDATE tether_conversations SET version = ?, updated_at = ?, "
+                "last_model = COALESCE(?, last_model), preview_key = COALESCE(?, preview_key), "
+                "preview = COALESCE(?, preview), "
+                "open_effects = open_effects - ? WHERE pk = ?",
+                (new_version, self._clock(), facts.last_model, preview_key, preview, closed, pk),
+            )
             return new_version
 
         return await self._run(self._write, tx)
@@ -262,10 +272,17 @@ class SQLiteStore:
                 if since > version:
                     raise since_beyond(conversation_id, since, version)
                 offset = since
+            window = (pk * _SPAN + offset, pk * _SPAN + version)
+            if self._codec.keyring is None:  # fast path: only the JSON, one decode call per row
+                datas = conn.execute(
+                    "SELECT data FROM tether_messages WHERE id > ? AND id <= ? ORDER BY id", window
+                ).fetchall()
+                messages = RowCodec.decode_plain(datas) if len(datas) == version - offset else None
+                del datas
+                if messages is not None:
+                    return Loaded(conversation_id, tuple(messages), version, offset)
             rows = conn.execute(
-                "SELECT seq, key_id, data FROM tether_messages "
-                "WHERE conversation = ? AND seq > ? AND seq <= ? ORDER BY seq",
-                (pk, offset, version),
+                "SELECT seq, key_id, data FROM tether_messages WHERE id > ? AND id <= ? ORDER BY id", window
             ).fetchall()
             messages, bad = self._codec.decode_rows(
                 owner, conversation_id, rows, offset + 1, version, on_corrupt
@@ -325,9 +342,8 @@ class SQLiteStore:
             if existing is not None:
                 raise conflict(target, 0, existing[0])
             rows = conn.execute(
-                "SELECT seq, key_id, data FROM tether_messages "
-                "WHERE conversation = ? AND seq <= ? ORDER BY seq",
-                (pk, at),
+                "SELECT seq, key_id, data FROM tether_messages WHERE id > ? AND id <= ? ORDER BY id",
+                (pk * _SPAN, pk * _SPAN + at),
             ).fetchall()
             messages, _ = codec.decode_rows(owner, conversation_id, rows, 1, at, "raise")
             facts = batch_facts(messages)
@@ -340,7 +356,7 @@ class SQLiteStore:
                 "preview, last_model, forked_from, forked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (owner, target, at, t, t, preview_key, preview, facts.last_model, conversation_id, at),
             )
-            new_pk = cursor.lastrowid
+            new_pk = int(cursor.lastrowid or 0)  # always set after a one-row INSERT
             copied: list[tuple[int, str | None, bytes]] = []
             for seq, key_id, data in rows:  # sealed rows are bound to their conversation: re-seal
                 if key_id is not None:
@@ -352,8 +368,8 @@ class SQLiteStore:
                 else:
                     copied.append((seq, key_id, data))
             conn.executemany(
-                f"INSERT INTO tether_messages (conversation, seq, key_id, data) VALUES ({new_pk}, ?, ?, ?)",
-                copied,
+                "INSERT INTO tether_messages (id, conversation, seq, key_id, data) VALUES (?, ?, ?, ?, ?)",
+                _message_rows(new_pk, copied),
             )
             return target
 
@@ -444,7 +460,12 @@ class SQLiteStore:
                 "arguments_key, arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (pk, call_id, run_id, tool_name, key_id, sealed, self._clock()),
             )
-            return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+            conn.execute(
+                "UPDATE tether_conversations SET open_effects = open_effects + 1 WHERE pk = ?", (pk,)
+            )
+            return True
 
         return await self._run(self._write, tx)
 
@@ -496,59 +517,12 @@ class SQLiteStore:
         and return how many were rewritten. Runs in transactions of ``batch`` rows, so it can run
         while the store is in use; afterwards keys other than ``current`` can be retired."""
         codec = self._codec
-        keyring = codec.keyring
-        if keyring is None:
+        if codec.keyring is None:
             raise EncryptionError("reencrypt needs a store opened with a keyring")
-        current = keyring.current
-
-        def step(conn: sqlite3.Connection) -> int:
-            done = 0
-            rows = conn.execute(
-                "SELECT m.conversation, c.owner, c.id, m.seq, m.key_id, m.data FROM tether_messages m "
-                "JOIN tether_conversations c ON c.pk = m.conversation "
-                "WHERE m.key_id IS NULL OR m.key_id != ? LIMIT ?",
-                (current, batch),
-            ).fetchall()
-            for pk, o, cid, seq, key_id, data in rows:
-                plain = codec.open_row(o, cid, seq, key_id, data)
-                _, new_key, sealed = codec.seal(o, cid, seq, [plain])[0]
-                conn.execute(
-                    "UPDATE tether_messages SET key_id = ?, data = ? WHERE conversation = ? AND seq = ?",
-                    (new_key, sealed, pk, seq),
-                )
-            done += len(rows)
-            fields = conn.execute(
-                "SELECT pk, owner, id, preview_key, preview FROM tether_conversations "
-                "WHERE preview IS NOT NULL AND (preview_key IS NULL OR preview_key != ?) LIMIT ?",
-                (current, batch),
-            ).fetchall()
-            for pk, o, cid, key_id, data in fields:
-                text = codec.open_field(o, cid, "preview", 0, key_id, data)
-                new_key, sealed = codec.seal_field(o, cid, "preview", 0, text)
-                conn.execute(
-                    "UPDATE tether_conversations SET preview_key = ?, preview = ? WHERE pk = ?",
-                    (new_key, sealed, pk),
-                )
-            done += len(fields)
-            effects = conn.execute(
-                "SELECT e.conversation, c.owner, c.id, e.call_id, e.arguments_key, e.arguments "
-                "FROM tether_tool_effects e JOIN tether_conversations c ON c.pk = e.conversation "
-                "WHERE e.arguments_key IS NULL OR e.arguments_key != ? LIMIT ?",
-                (current, batch),
-            ).fetchall()
-            for pk, o, cid, call_id, key_id, data in effects:
-                text = codec.open_field(o, cid, "tool", call_id, key_id, data)
-                new_key, sealed = codec.seal_field(o, cid, "tool", call_id, text)
-                conn.execute(
-                    "UPDATE tether_tool_effects SET arguments_key = ?, arguments = ? "
-                    "WHERE conversation = ? AND call_id = ?",
-                    (new_key, sealed, pk, call_id),
-                )
-            return done + len(effects)
 
         total = 0
         while True:
-            done = await self._run(self._write, step)
+            done = await self._run(self._write, lambda conn: reseal_batch(conn, codec, batch))
             if done == 0:
                 return total
             total += done
@@ -568,8 +542,15 @@ class SQLiteStore:
             self._conn = None
 
 
+def _message_rows(pk: int, rows: list[tuple[int, str | None, bytes]]) -> list[tuple[Any, ...]]:
+    if rows and rows[-1][0] >= _SPAN:
+        raise StoreError(f"a conversation holds at most {_SPAN - 1} messages")
+    base = pk * _SPAN
+    return [(base + seq, pk, seq, key_id, data) for seq, key_id, data in rows]
+
+
 def _delete(conn: sqlite3.Connection, pk: int) -> None:
-    conn.execute("DELETE FROM tether_messages WHERE conversation = ?", (pk,))
+    conn.execute("DELETE FROM tether_messages WHERE id > ? AND id < ?", (pk * _SPAN, (pk + 1) * _SPAN))
     conn.execute("DELETE FROM tether_tool_effects WHERE conversation = ?", (pk,))
     conn.execute("DELETE FROM tether_conversations WHERE pk = ?", (pk,))
 

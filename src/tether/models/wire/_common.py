@@ -4,6 +4,7 @@ the reasoning replay policy. Pure functions, no SDK imports."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+import weakref
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -63,24 +64,39 @@ def wire_arguments(call: ToolCall) -> str:
     return call.arguments
 
 
+_checked: weakref.WeakKeyDictionary[Message, set[Profile]] = weakref.WeakKeyDictionary()
+
+
 def check_content(messages: Sequence[Message], profile: Profile) -> None:
     """Raise ``UnsupportedContent`` (message and part index) for the first part the profile
-    cannot take. Called by drivers before any network call."""
+    cannot take. Called by drivers before any network call. A message that passed for a profile
+    is remembered (messages are immutable), so the steps of one run only check new messages."""
     for mi, message in enumerate(messages):
-        for pi, part in enumerate(message.parts):
-            _check_part(part, profile, mi, pi, in_result=False)
-            if type(part) is ToolResult:
-                for item in part.content:
-                    if type(item) is not Image and type(item) is not Document:
-                        continue
-                    if not profile.tool_result_media:
-                        raise UnsupportedContent(
-                            f"{profile.provider} cannot take {type(item).__name__.lower()} "
-                            f"content in tool results",
-                            message_index=mi,
-                            part_index=pi,
-                        )
-                    _check_part(item, profile, mi, pi, in_result=True)
+        seen = _checked.get(message)
+        if seen is not None and profile in seen:
+            continue
+        _check_message(message, profile, mi)
+        if seen is None:
+            _checked[message] = {profile}
+        else:
+            seen.add(profile)
+
+
+def _check_message(message: Message, profile: Profile, mi: int) -> None:
+    for pi, part in enumerate(message.parts):
+        _check_part(part, profile, mi, pi, in_result=False)
+        if type(part) is ToolResult:
+            for item in part.content:
+                if type(item) is not Image and type(item) is not Document:
+                    continue
+                if not profile.tool_result_media:
+                    raise UnsupportedContent(
+                        f"{profile.provider} cannot take {type(item).__name__.lower()} "
+                        f"content in tool results",
+                        message_index=mi,
+                        part_index=pi,
+                    )
+                _check_part(item, profile, mi, pi, in_result=True)
 
 
 def _check_part(part: object, profile: Profile, mi: int, pi: int, *, in_result: bool) -> None:

@@ -11,7 +11,19 @@ from tether.errors import DecodeError
 from tether.messages import Message, Part, Reasoning, Text, ToolCall, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 
-__all__ = ["StreamAccumulator", "decode_response", "decode_usage", "normalize_stop_reason"]
+__all__ = [
+    "JSON",
+    "StreamAccumulator",
+    "decode_call",
+    "decode_response",
+    "decode_usage",
+    "fail",
+    "fallback_id",
+    "normalize_stop_reason",
+    "want_dict",
+    "want_list",
+    "want_str",
+]
 
 JSON = dict[str, Any]
 
@@ -36,42 +48,42 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _fail(what: str, path: str) -> DecodeError:
+def fail(what: str, path: str) -> DecodeError:
     return DecodeError(f"OpenAI Chat transcript: {what} at {path}", path=path)
 
 
-def _want_dict(value: object, path: str) -> JSON:
+def want_dict(value: object, path: str) -> JSON:
     if not isinstance(value, dict):
-        raise _fail(f"expected an object, got {type(value).__name__}", path)
+        raise fail(f"expected an object, got {type(value).__name__}", path)
     return value  # pyright: ignore[reportUnknownVariableType]
 
 
-def _want_str(value: object, path: str) -> str:
+def want_str(value: object, path: str) -> str:
     if not isinstance(value, str):
-        raise _fail(f"expected a string, got {type(value).__name__}", path)
+        raise fail(f"expected a string, got {type(value).__name__}", path)
     return value
 
 
-def _want_list(value: object, path: str) -> list[Any]:
+def want_list(value: object, path: str) -> list[Any]:
     if not isinstance(value, list):
-        raise _fail(f"expected a list, got {type(value).__name__}", path)
+        raise fail(f"expected a list, got {type(value).__name__}", path)
     return value  # pyright: ignore[reportUnknownVariableType]
 
 
-def _fallback_id(*fields: object) -> str:
+def fallback_id(*fields: object) -> str:
     digest = hashlib.sha256("\x1f".join(str(f) for f in fields).encode()).hexdigest()
     return f"call_{digest[:24]}"
 
 
-def _decode_call(raw: object, path: str) -> ToolCall:
-    item = _want_dict(raw, path)
-    function = _want_dict(item.get("function"), f"{path}.function")
-    name = _want_str(function.get("name"), f"{path}.function.name")
+def decode_call(raw: object, path: str) -> ToolCall:
+    item = want_dict(raw, path)
+    function = want_dict(item.get("function"), f"{path}.function")
+    name = want_str(function.get("name"), f"{path}.function.name")
     arguments = function.get("arguments")
-    arguments = "{}" if arguments is None else _want_str(arguments, f"{path}.function.arguments")
+    arguments = "{}" if arguments is None else want_str(arguments, f"{path}.function.arguments")
     call_id = item.get("id")
     if call_id is not None:
-        call_id = _want_str(call_id, f"{path}.id")
+        call_id = want_str(call_id, f"{path}.id")
     return ToolCall(call_id or None, name, arguments)
 
 
@@ -90,9 +102,9 @@ def decode_usage(raw: object) -> Usage:
     """``usage`` → :class:`~tether.Usage`: prompt tokens (cached included) are input tokens,
     ``prompt_tokens_details.cached_tokens`` cache reads, ``completion_tokens_details.reasoning_tokens``
     reasoning tokens (already counted in output)."""
-    if not isinstance(raw, dict):
+    usage = _dict(raw)
+    if usage is None:
         return Usage()
-    usage: JSON = raw  # pyright: ignore[reportUnknownVariableType]
     cached = (_dict(usage.get("prompt_tokens_details")) or {}).get("cached_tokens")
     reasoning = (_dict(usage.get("completion_tokens_details")) or {}).get("reasoning_tokens")
     return Usage(
@@ -129,8 +141,8 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
     choices: list[Any] = body.get("choices") or []
     if not isinstance(choices, list) or not choices:  # pyright: ignore[reportUnnecessaryIsInstance]
         raise DecodeError("OpenAI Chat response has no choices", path="$.choices")
-    choice = _want_dict(choices[0], "$.choices[0]")
-    message = _want_dict(choice.get("message"), "$.choices[0].message")
+    choice = want_dict(choices[0], "$.choices[0]")
+    message = want_dict(choice.get("message"), "$.choices[0].message")
     response_id = body.get("id") if isinstance(body.get("id"), str) else None
     message_signature = _google_signature(message)
     parts: list[Part] = []
@@ -142,9 +154,11 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
         parts.append(Reasoning(split[0], provider=provider))
         content = split[1]
     if isinstance(content, list):
-        for raw in content:  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(raw, dict) and isinstance(raw.get("text"), str):  # pyright: ignore[reportUnknownMemberType]
-                parts.append(Text(raw["text"]))  # pyright: ignore[reportUnknownArgumentType]
+        items: list[Any] = content  # pyright: ignore[reportUnknownVariableType]
+        for raw in items:
+            text = _str((_dict(raw) or {}).get("text"))
+            if text is not None:
+                parts.append(Text(text))
     elif isinstance(content, str) and content:
         parts.append(Text(content))
     refusal = message.get("refusal")
@@ -152,9 +166,9 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
         parts.append(Text(refusal))
     raw_calls: object = message.get("tool_calls") or []
     calls: list[ToolCall] = []
-    for ci, raw_call in enumerate(_want_list(raw_calls, "$.choices[0].message.tool_calls")):
-        call = _decode_call(raw_call, f"$.choices[0].message.tool_calls[{ci}]")
-        call_id = call.id or _fallback_id(response_id, ci, call.name, call.arguments)
+    for ci, raw_call in enumerate(want_list(raw_calls, "$.choices[0].message.tool_calls")):
+        call = decode_call(raw_call, f"$.choices[0].message.tool_calls[{ci}]")
+        call_id = call.id or fallback_id(response_id, ci, call.name, call.arguments)
         signature = _google_signature(raw_call) or (message_signature if ci == 0 else None)
         calls.append(ToolCall(call_id, call.name, call.arguments, signature=signature))
     if message_signature is not None and not calls:
@@ -227,14 +241,14 @@ class StreamAccumulator:
             self._usage = chunk["usage"]
         choices: list[Any] = chunk.get("choices") or []
         for raw_choice in choices:
-            if not isinstance(raw_choice, dict) or raw_choice.get("index", 0) != 0:  # pyright: ignore[reportUnknownMemberType]
+            choice = _dict(raw_choice)
+            if choice is None or choice.get("index", 0) != 0:
                 continue
-            choice: JSON = raw_choice  # pyright: ignore[reportUnknownVariableType]
             if choice.get("finish_reason") is not None:
                 self._finish = choice["finish_reason"]
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                self._absorb(delta, events)  # pyright: ignore[reportUnknownArgumentType]
+            delta = _dict(choice.get("delta"))
+            if delta is not None:
+                self._absorb(delta, events)
         return events
 
     def _absorb(self, delta: JSON, events: list[StreamEvent]) -> None:

@@ -145,6 +145,9 @@ def encode_messages(
                 report.approximate(index, part, what, reason)
         if role == "system":
             continue
+        if not blocks:
+            report.drop(index, None, f"{message.role} message", "empty: Anthropic rejects empty turns")
+            continue
         if message.role == "tool":
             if merge_into is not None:
                 merge_into["content"] = [*merge_into["content"], *blocks]
@@ -157,9 +160,6 @@ def encode_messages(
             merge_into = None
             continue
         merge_into = None
-        if role == "assistant" and not blocks:
-            report.drop(index, None, "assistant message", "nothing left that Anthropic accepts")
-            continue
         out.append({"role": role, "content": list(blocks)})
     return out, report
 
@@ -260,20 +260,13 @@ def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JS
     if len(content) == 1 and type(content[0]) is Text and content[0].signature is None:
         block["content"] = content[0].text
     elif content:
-        items: list[JSON] = []
-        for item in content:
-            encoded = _encode_result_item(pi, item, losses)
-            if encoded is not None:
-                items.append(encoded)
-        block["content"] = items
+        items = [
+            {"type": "text", "text": item.text} if isinstance(item, Text) else _encode_media(pi, item, losses)
+            for item in content
+        ]
+        block["content"] = [item for item in items if item is not None]
     block["is_error"] = result.failed
     return block
-
-
-def _encode_result_item(pi: int, item: ResultPart, losses: list[_LossRecord]) -> JSON | None:
-    if isinstance(item, Text):
-        return {"type": "text", "text": item.text}
-    return _encode_media(pi, item, losses)
 
 
 def _encode_media(pi: int, part: Image | Document, losses: list[_LossRecord]) -> JSON | None:

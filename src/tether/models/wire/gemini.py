@@ -26,8 +26,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import mimetypes
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
+from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 import msgspec
@@ -48,6 +50,7 @@ from tether.models._base import ModelResponse, Profile, ReasoningDelta, StreamEv
 from tether.models.wire._common import ConversionReport, replays_reasoning, wire_arguments
 
 __all__ = [
+    "FOREIGN_CALL_SIGNATURE",
     "PROFILES",
     "PROVIDER",
     "StreamAccumulator",
@@ -62,6 +65,10 @@ __all__ = [
 JSON = dict[str, Any]
 PROVIDER: Final = "google"
 """The provider stamped on messages and reasoning decoded from the Gemini API."""
+
+FOREIGN_CALL_SIGNATURE: Final = base64.b64encode(b"context_engineering_is_the_way_to_go").decode()
+"""The signature Google documents for function calls that no Gemini model produced (e.g. history
+from another provider); thinking models reject a call turn whose first call carries none."""
 
 _BASE = Profile(
     provider=PROVIDER,
@@ -138,6 +145,9 @@ def encode_messages(
                 report.approximate(index, part, what, reason)
         if role == "system":
             continue
+        if not parts:
+            report.drop(index, None, f"{message.role} message", "empty: Gemini rejects empty turns")
+            continue
         if message.role == "tool":
             if merge_into is not None:
                 merge_into["parts"] = [*merge_into["parts"], *parts]
@@ -150,9 +160,6 @@ def encode_messages(
             merge_into = None
             continue
         merge_into = None
-        if role == "model" and not parts:
-            report.drop(index, None, "assistant message", "nothing left that Gemini accepts")
-            continue
         out.append({"role": role, "parts": list(parts)})
     return out, report
 
@@ -167,10 +174,18 @@ def _encode_message(message: Message, profile: Profile) -> _Encoded:
         return "user", parts, tuple(losses)
     signed = (message.provider or PROVIDER) == PROVIDER
     out: list[JSON] = []
+    placeholder = not signed and profile.reasoning_replay != "never"
     for pi, part in enumerate(message.parts):
         encoded = _encode_part(pi, part, message, profile, signed, losses)
-        if encoded is not None:
-            out.append(encoded)
+        if encoded is None:
+            continue
+        if placeholder and "functionCall" in encoded:
+            # Thinking Gemini models reject a call turn whose first call has no signature; for
+            # calls another provider made, Google documents this placeholder signature.
+            encoded = {**encoded, "thoughtSignature": FOREIGN_CALL_SIGNATURE}
+            losses.append((pi, "approximated", "signature", "placeholder for a call from another provider"))
+            placeholder = False
+        out.append(encoded)
     return ("model" if message.role == "assistant" else "user"), tuple(out), tuple(losses)
 
 
@@ -207,16 +222,23 @@ def _encode_part(
             losses.append((pi, "approximated", "tool call arguments", "not a JSON object: truncated_args"))
         return _sign(pi, {"functionCall": call}, part.signature, signed, losses)
     if type(part) is Image or type(part) is Document:
-        return _encode_media(part)
+        return _encode_media(pi, part, losses)
     losses.append((pi, "dropped", type(part).__name__, "no Gemini equivalent"))  # pragma: no cover
     return None  # pragma: no cover
 
 
-def _encode_media(part: Image | Document) -> JSON:
+def _encode_media(pi: int, part: Image | Document, losses: list[_LossRecord]) -> JSON:
+    if type(part) is Document and part.title is not None:
+        losses.append((pi, "dropped", "document title", "Gemini parts carry no title"))
     if part.url is not None:
         file: JSON = {"fileUri": part.url}
-        if part.media_type:
-            file["mimeType"] = part.media_type
+        media_type = part.media_type
+        if not media_type:  # Gemini wants a MIME type for file URIs: guess it from the path
+            media_type = mimetypes.guess_type(urlsplit(part.url).path)[0]
+            reason = f"guessed as {media_type}" if media_type else "unknown; sent without one"
+            losses.append((pi, "approximated", "media type", reason))
+        if media_type:
+            file["mimeType"] = media_type
         return {"fileData": file}
     data = base64.b64encode(part.data or b"").decode()
     return {"inlineData": {"data": data, "mimeType": part.media_type}}

@@ -1,9 +1,10 @@
 """OpenAI Chat Completions wire mapping (also every OpenAI-compatible server: Ollama, vLLM,
 llama.cpp's server, Groq). Pure functions over JSON-shaped dicts; no SDK import.
 
-- :func:`encode_messages` — tether messages → the request's ``messages`` list. Conversion is cached
-  per message (and per target profile), so building the request at each step of a run costs
-  O(new messages). The returned dicts are shared with that cache: treat them as read-only.
+- :func:`encode_messages` — tether messages → the request's ``messages`` list. With a target
+  profile (what drivers pass) conversion is cached per message, so building the request at each
+  step of a run converts only new messages; those dicts are shared with the cache: read-only.
+  Without a profile (exporting a transcript) every call returns fresh dicts.
 - :func:`decode_messages` — a Chat Completions ``messages`` list (a transcript) → tether messages.
 - :func:`decode_response` — a ``chat.completion`` body → :class:`~tether.models.ModelResponse`.
 - :class:`StreamAccumulator` — ``chat.completion.chunk`` dicts → deltas, then exactly the response
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Final
-from weakref import WeakKeyDictionary
 
 from tether.messages import (
     Document,
@@ -36,15 +37,15 @@ from tether.models.wire._common import ConversionReport, replays_reasoning, wire
 from tether.models.wire._openai_chat_response import (
     JSON,
     StreamAccumulator,
-    _decode_call,  # pyright: ignore[reportPrivateUsage]
-    _fail,  # pyright: ignore[reportPrivateUsage]
-    _fallback_id,  # pyright: ignore[reportPrivateUsage]
-    _want_dict,  # pyright: ignore[reportPrivateUsage]
-    _want_list,  # pyright: ignore[reportPrivateUsage]
-    _want_str,  # pyright: ignore[reportPrivateUsage]
+    decode_call,
     decode_response,
     decode_usage,
+    fail,
+    fallback_id,
     normalize_stop_reason,
+    want_dict,
+    want_list,
+    want_str,
 )
 
 __all__ = [
@@ -71,7 +72,10 @@ _TEXT_DOCUMENT_TYPES: Final = (
 # server validates content as a string; OpenAI's own null is the default elsewhere).
 _STRING_CONTENT_ONLY: Final = frozenset({"llama-cpp"})
 
-_cache: WeakKeyDictionary[Message, dict[Profile | None, _Encoded]] = WeakKeyDictionary()
+# Per target profile: id(message) -> (weak reference, encoding). Looked up by identity (no hashing
+# of messages or profiles per message); an entry disappears with its message.
+_Entry = tuple["weakref.ReferenceType[Message]", _Encoded]
+_caches: dict[Profile, dict[int, _Entry]] = {}
 
 
 # -- encoding ------------------------------------------------------------------------------------
@@ -87,24 +91,39 @@ def encode_messages(
     Content the wire cannot hold is dropped and reported; drivers reject it earlier with
     ``check_content``.
     """
+    table = None if profile is None else _caches.get(profile)
+    if table is None and profile is not None:
+        table = _caches.setdefault(profile, {})
     out: list[JSON] = []
     report = ConversionReport()
     for index, message in enumerate(messages):
-        per_message = _cache.get(message)
-        if per_message is None:
-            per_message = {}
-            _cache[message] = per_message
-        encoded = per_message.get(profile)
-        if encoded is None:
+        entry = None if table is None else table.get(id(message))
+        if entry is not None and entry[0]() is message:
+            encoded = entry[1]
+        elif table is None:
             encoded = _encode_message(message, profile)
-            per_message[profile] = encoded
+        else:
+            encoded = _remember(table, message, _encode_message(message, profile))
         out.extend(encoded[0])
-        for part, kind, what, reason in encoded[1]:
-            if kind == "dropped":
-                report.drop(index, part, what, reason)
-            else:
-                report.approximate(index, part, what, reason)
+        if encoded[1]:
+            for part, kind, what, reason in encoded[1]:
+                if kind == "dropped":
+                    report.drop(index, part, what, reason)
+                else:
+                    report.approximate(index, part, what, reason)
     return out, report
+
+
+def _remember(table: dict[int, _Entry], message: Message, encoded: _Encoded) -> _Encoded:
+    key = id(message)
+
+    def forget(ref: weakref.ReferenceType[Message]) -> None:
+        current = table.get(key)
+        if current is not None and current[0] is ref:
+            del table[key]
+
+    table[key] = (weakref.ref(message, forget), encoded)
+    return encoded
 
 
 def _encode_message(message: Message, profile: Profile | None) -> _Encoded:
@@ -143,15 +162,23 @@ def _encode_content_part(pi: int, part: Part | ResultPart, losses: list[_LossRec
             losses.append((pi, "dropped", "text signature", "OpenAI Chat has no field for signatures"))
         return {"type": "text", "text": part.text}
     if type(part) is Image:
-        url = part.url if part.url is not None else _data_uri(part.media_type, part.data or b"")
-        return {"type": "image_url", "image_url": {"url": url}}
+        if part.url is None:
+            return {"type": "image_url", "image_url": {"url": _data_uri(part.media_type, part.data or b"")}}
+        if part.media_type is not None:
+            losses.append((pi, "dropped", "image media type", "an image URL carries no media type"))
+        return {"type": "image_url", "image_url": {"url": part.url}}
     if type(part) is Document:
         if part.data is None:
             losses.append((pi, "dropped", "document URL", "OpenAI Chat takes documents only inline"))
             return None
         media_type = part.media_type or ""
         if media_type == "application/pdf":
-            filename = part.title or "document.pdf"
+            filename = part.title
+            if filename is None:
+                filename = "document.pdf"
+                losses.append(
+                    (pi, "approximated", "document title", "files need a name: sent as document.pdf")
+                )
             return {
                 "type": "file",
                 "file": {"filename": filename, "file_data": _data_uri(media_type, part.data)},
@@ -209,7 +236,7 @@ def _encode_assistant(message: Message, profile: Profile | None, losses: list[_L
 def _encode_call(pi: int, call: ToolCall, losses: list[_LossRecord]) -> JSON:
     call_id = call.id
     if not call_id:
-        call_id = _fallback_id(pi, call.name, call.arguments)
+        call_id = fallback_id(pi, call.name, call.arguments)
         losses.append((pi, "approximated", "tool call id", f"missing id sent as {call_id}"))
     arguments = wire_arguments(call)
     if arguments is not call.arguments:
@@ -253,21 +280,21 @@ def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JS
 def _parse_data_uri(uri: str, path: str) -> tuple[str, bytes]:
     head, sep, payload = uri.partition(",")
     if not sep or not head.startswith("data:") or not head.endswith(";base64"):
-        raise _fail("expected a base64 data: URI", path)
+        raise fail("expected a base64 data: URI", path)
     try:
         return head[5:-7], base64.b64decode(payload, validate=True)
     except binascii.Error as exc:
-        raise _fail(f"invalid base64 ({exc})", path) from None
+        raise fail(f"invalid base64 ({exc})", path) from None
 
 
 def _decode_part(raw: object, path: str, mi: int, pi: int, report: ConversionReport) -> Part | None:
-    item = _want_dict(raw, path)
+    item = want_dict(raw, path)
     kind = item.get("type")
     if kind == "text":
-        return Text(_want_str(item.get("text"), f"{path}.text"))
+        return Text(want_str(item.get("text"), f"{path}.text"))
     if kind == "image_url":
-        spec = _want_dict(item.get("image_url"), f"{path}.image_url")
-        url = _want_str(spec.get("url"), f"{path}.image_url.url")
+        spec = want_dict(item.get("image_url"), f"{path}.image_url")
+        url = want_str(spec.get("url"), f"{path}.image_url.url")
         if spec.get("detail") not in (None, "auto"):
             report.drop(mi, pi, "image detail", "tether images carry no detail level")
         if url.startswith("data:"):
@@ -275,21 +302,21 @@ def _decode_part(raw: object, path: str, mi: int, pi: int, report: ConversionRep
             return Image(data=data, media_type=media_type)
         return Image(url=url)
     if kind == "file":
-        spec = _want_dict(item.get("file"), f"{path}.file")
+        spec = want_dict(item.get("file"), f"{path}.file")
         if "file_data" not in spec:
             report.drop(mi, pi, "file reference", "an uploaded file id has no tether equivalent")
             return None
-        data_uri = _want_str(spec.get("file_data"), f"{path}.file.file_data")
+        data_uri = want_str(spec.get("file_data"), f"{path}.file.file_data")
         media_type, data = _parse_data_uri(data_uri, f"{path}.file.file_data")
         title = spec.get("filename")
         return Document(data=data, media_type=media_type, title=title if isinstance(title, str) else None)
     if kind == "refusal":
         report.approximate(mi, pi, "refusal", "imported as text")
-        return Text(_want_str(item.get("refusal"), f"{path}.refusal"))
+        return Text(want_str(item.get("refusal"), f"{path}.refusal"))
     if isinstance(kind, str):
         report.drop(mi, pi, f"{kind} content", "no tether equivalent")
         return None
-    raise _fail("content part without a type", f"{path}.type")
+    raise fail("content part without a type", f"{path}.type")
 
 
 def _decode_content(
@@ -299,7 +326,7 @@ def _decode_content(
         return []
     if isinstance(value, str):
         return [] if assistant and not value else [Text(value)]
-    items = _want_list(value, path)
+    items = want_list(value, path)
     parts: list[Part] = []
     for pi, raw in enumerate(items):
         part = _decode_part(raw, f"{path}[{pi}]", mi, len(parts), report)
@@ -315,25 +342,30 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
     tool message (the names come from the matching calls). Malformed input raises
     :class:`~tether.DecodeError` whose ``path`` points at the element (``$[3].tool_calls[0].function``).
     """
-    entries = _want_list(items, "$")
+    entries = want_list(items, "$")
     out: list[Message] = []
     report = ConversionReport()
     names: dict[str, str] = {}
     for i, raw in enumerate(entries):
         path = f"$[{i}]"
-        entry = _want_dict(raw, path)
+        entry = want_dict(raw, path)
         role = entry.get("role")
         mi = len(out)
         if role == "tool":
-            call_id = _want_str(entry.get("tool_call_id"), f"{path}.tool_call_id")
+            merge = bool(out) and out[-1].role == "tool" and entries[i - 1].get("role") == "tool"
+            mi = len(out) - 1 if merge else len(out)
+            pi = len(out[-1].parts) if merge else 0
+            call_id = want_str(entry.get("tool_call_id"), f"{path}.tool_call_id")
             content = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=False)
-            texts = [p for p in content if type(p) is Text]
             if call_id not in names:
-                report.approximate(mi, None, "tool name", f"no earlier call has id {call_id!r}")
-            result = ToolResult(
-                call_id, names.get(call_id, ""), tuple(t for t in texts if t.text or len(texts) > 1)
+                report.approximate(mi, pi, "tool name", f"no earlier call has id {call_id!r}")
+            if len(content) == 1 and content[0] == Text(""):
+                content = []  # an empty string is how an empty result travels
+            results: tuple[ResultPart, ...] = tuple(
+                p for p in content if isinstance(p, Text | Image | Document)
             )
-            if out and out[-1].role == "tool" and entries[i - 1].get("role") == "tool":
+            result = ToolResult(call_id, names.get(call_id, ""), results)
+            if merge:
                 out[-1] = Message("tool", (*out[-1].parts, result))
             else:
                 out.append(Message("tool", (result,)))
@@ -343,7 +375,7 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
                 report.approximate(mi, None, "developer role", "imported as a system message")
             parts = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=False)
             if role != "user" and any(type(p) is not Text for p in parts):
-                raise _fail("system content must be text", f"{path}.content")
+                raise fail("system content must be text", f"{path}.content")
             out.append(Message("user" if role == "user" else "system", tuple(parts)))
         elif role == "assistant":
             parts = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=True)
@@ -356,9 +388,9 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
                 parts.append(Text(refusal))
             calls = entry.get("tool_calls")
             for ci, raw_call in enumerate(
-                _want_list(calls, f"{path}.tool_calls") if calls is not None else []
+                want_list(calls, f"{path}.tool_calls") if calls is not None else []
             ):
-                call = _decode_call(raw_call, f"{path}.tool_calls[{ci}]")
+                call = decode_call(raw_call, f"{path}.tool_calls[{ci}]")
                 if call.id is None:
                     report.approximate(mi, len(parts), "tool call id", "the transcript gave none")
                 else:
@@ -366,7 +398,7 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
                 parts.append(call)
             out.append(Message("assistant", tuple(parts)))
         else:
-            raise _fail(f"unknown role {role!r}", f"{path}.role")
+            raise fail(f"unknown role {role!r}", f"{path}.role")
         if entry.get("name") is not None:
             report.drop(mi, None, "participant name", "tether messages carry no name")
     return out, report

@@ -9,7 +9,7 @@ Mapping (one tether assistant message may span several items):
 
 * ``Text`` (user/system) ↔ ``input_text``; a lone text is sent as a plain string ``content``.
 * ``Text`` (assistant) ↔ ``output_text`` inside a ``message`` item. The item id (``msg_…``) is
-  kept in ``Text.signature`` of the first text of that item; consecutive texts without an id share
+  kept in ``Text.provider_id`` of the first text of that item; consecutive texts without an id share
   one item.
 * ``Reasoning`` ↔ ``reasoning`` item: one part per ``summary`` entry, all with
   ``provider_id`` = the ``rs_…`` id; the first carries ``encrypted_content`` as ``signature``.
@@ -24,24 +24,23 @@ they are the source item index and its content index.
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
-from tether.errors import DecodeError
-from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
+from tether.messages import Document, Image, Message, Part, Reasoning, Text, ToolCall, ToolResult
 from tether.models._base import (
-    ModelResponse,
     Profile,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    ToolCallDelta,
     ToolDefinition,
 )
 from tether.models.wire._common import ConversionReport, Loss, replays_reasoning, wire_arguments
+from tether.models.wire._openai_responses_decode import (
+    PROVIDER,
+    StreamAccumulator,
+    decode_messages,
+    decode_response,
+)
 
 __all__ = [
     "PROVIDER",
@@ -52,9 +51,6 @@ __all__ = [
     "encode_messages",
     "encode_tools",
 ]
-
-PROVIDER = "openai"
-"""The provider stamped on messages and reasoning parts decoded from the Responses API."""
 
 _REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5", "codex")
 
@@ -135,8 +131,7 @@ def _encode_one(
 
 
 def _text_item_id(part: Text) -> str | None:
-    sig = part.signature
-    return sig if sig is not None and sig.startswith("msg_") else None
+    return part.provider_id
 
 
 def _encode_assistant(
@@ -152,6 +147,7 @@ def _encode_assistant(
         type(p) is Reasoning and not ok and (p.provider or message.provider) == PROVIDER
         for p, ok in zip(message.parts, replay, strict=True)
     )
+    start = len(items)
     text_item: Item | None = None
     reasoning_item: Item | None = None
     for pi, part in enumerate(message.parts):
@@ -161,7 +157,7 @@ def _encode_assistant(
             reasoning_item = None
         if type(part) is Text:
             item_id = _text_item_id(part)
-            if part.signature is not None and item_id is None:
+            if part.signature is not None:
                 report.drop(mi, pi, "text signature", "OpenAI Responses has no place for a text signature")
             if item_id is not None and not keep_ids:
                 report.approximate(mi, pi, "message item id", "its reasoning item is not replayed")
@@ -191,8 +187,7 @@ def _encode_assistant(
                 reasoning_item["summary"].append({"type": "summary_text", "text": part.text})
                 continue
             reasoning_item = {"type": "reasoning", "id": part.provider_id, "summary": []}
-            if part.text:
-                reasoning_item["summary"].append({"type": "summary_text", "text": part.text})
+            reasoning_item["summary"].append({"type": "summary_text", "text": part.text})
             if part.signature is not None:
                 reasoning_item["encrypted_content"] = part.signature
             items.append(reasoning_item)
@@ -201,6 +196,12 @@ def _encode_assistant(
         else:
             kind = type(part).__name__.lower()
             report.drop(mi, pi, kind, f"OpenAI Responses assistant messages cannot carry a {kind}")
+    for index in range(start, len(items)):
+        item = items[index]
+        if item["type"] == "reasoning" and item["summary"] == [{"type": "summary_text", "text": ""}]:
+            item["summary"] = []  # a reasoning item without summary text is one empty part
+        elif item["type"] == "message" and "id" not in item and len(item["content"]) == 1:
+            items[index] = {"role": "assistant", "content": item["content"][0]["text"]}  # the short form
 
 
 def _encode_call(
@@ -232,7 +233,9 @@ def _encode_tool(message: Message, mi: int, items: list[Item], report: Conversio
         output: str | list[Item]
         if not content:
             output = ""
-        elif len(content) == 1 and type(content[0]) is Text and content[0].signature is None:
+        elif len(content) == 1 and type(content[0]) is Text:
+            if content[0].signature is not None:
+                report.drop(mi, pi, "text signature", "OpenAI Responses has no place for a text signature")
             output = content[0].text
         else:
             output = _encode_input_parts(content, mi, report, pi)
@@ -244,7 +247,9 @@ def _encode_tool(message: Message, mi: int, items: list[Item], report: Conversio
 
 
 def _encode_input_content(parts: Sequence[Part], mi: int, report: ConversionReport) -> str | list[Item]:
-    if len(parts) == 1 and type(parts[0]) is Text and parts[0].signature is None:
+    if len(parts) == 1 and type(parts[0]) is Text:
+        if parts[0].signature is not None:
+            report.drop(mi, 0, "text signature", "OpenAI Responses has no place for a text signature")
         return parts[0].text
     return _encode_input_parts(parts, mi, report)
 
@@ -305,413 +310,3 @@ def encode_tools(tools: Sequence[ToolDefinition]) -> list[Item]:
         item["strict"] = bool(tool.strict)
         out.append(item)
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# decoding
-# --------------------------------------------------------------------------------------------
-
-
-def _fail(what: str, path: str) -> DecodeError:
-    return DecodeError(f"{what} at {path}", path=path)
-
-
-def _obj(value: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(f"expected a JSON object, got {type(value).__name__}", path)
-    return cast(Mapping[str, Any], value)
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list | tuple):
-        raise _fail(f"expected a JSON array, got {type(value).__name__}", path)
-    return list(cast(Sequence[Any], value))
-
-
-def _str(obj: Mapping[str, Any], key: str, path: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        got = "missing" if value is None else type(value).__name__
-        raise _fail(f"{key!r} must be a string ({got})", f"{path}.{key}")
-    return value
-
-
-def _opt_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _fail(f"{key!r} must be a string, got {type(value).__name__}", f"{path}.{key}")
-    return value
-
-
-class _Importer:
-    """Turns a sequence of items into messages, grouping assistant-side items into one message."""
-
-    def __init__(self, report: ConversionReport, *, native: bool) -> None:
-        self.report = report
-        self.native = native  # decoding a response: native tool items are dropped without report
-        self.messages: list[Message] = []
-        self.parts: list[Part] = []
-        self.role: str | None = None
-        self.last_was_message = False
-        self.call_names: dict[str, str] = {}
-
-    def flush(self) -> None:
-        if self.role is not None:
-            self.messages.append(Message(cast(Role, self.role), tuple(self.parts)))
-        self.role = None
-        self.parts = []
-        self.last_was_message = False
-
-    def open(self, role: str) -> None:
-        if self.role != role:
-            self.flush()
-            self.role = role
-
-    def item(self, raw: object, ii: int, path: str) -> None:
-        item = _obj(raw, path)
-        kind = item.get("type")
-        if kind is None and "role" in item:
-            kind = "message"
-        if not isinstance(kind, str):
-            raise _fail("item has no 'type' (and no 'role')", f"{path}.type")
-        if kind == "message":
-            self._message(item, ii, path)
-            return
-        if kind == "reasoning":
-            self.open("assistant")
-            self.parts.extend(self._reasoning(item, ii, path))
-        elif kind == "function_call":
-            self.open("assistant")
-            call_id = _str(item, "call_id", path)
-            name = _str(item, "name", path)
-            arguments = _str(item, "arguments", path)
-            self.call_names[call_id] = name
-            self.parts.append(ToolCall(call_id, name, arguments, provider_id=_opt_str(item, "id", path)))
-        elif kind == "function_call_output":
-            self.open("tool")
-            call_id = _str(item, "call_id", path)
-            name = self.call_names.get(call_id)
-            if name is None:
-                name = ""
-                self.report.approximate(ii, None, "tool name", f"no function_call with call_id {call_id!r}")
-            content = self._output(item.get("output"), ii, f"{path}.output")
-            self.parts.append(ToolResult(call_id, name, content))
-        else:
-            if not self.native:
-                self.report.drop(ii, None, f"{kind} item", "a provider-native item with no tether equivalent")
-            return
-        self.last_was_message = False
-
-    def _message(self, item: Mapping[str, Any], ii: int, path: str) -> None:
-        role = _str(item, "role", path)
-        raw = item.get("content")
-        if role == "assistant":
-            item_id = _opt_str(item, "id", path)
-            split = self.last_was_message and item_id is None and not self.native
-            if self.role != "assistant" or split:
-                self.flush()
-                self.role = "assistant"
-            if "phase" in item and item["phase"] is not None and not self.native:
-                self.report.drop(ii, None, "message phase", "tether messages have no phase")
-            texts = self._output_texts(raw, ii, f"{path}.content")
-            if item_id is not None:
-                if texts:
-                    texts[0] = Text(texts[0].text, signature=item_id)
-                elif not self.native:
-                    self.report.drop(ii, None, "message item id", "the message item has no text to hold it")
-            self.parts.extend(texts)
-            self.last_was_message = True
-            return
-        if role == "developer":
-            self.report.approximate(ii, None, "developer role", "imported as a system message")
-            role = "system"
-        if role not in ("user", "system"):
-            raise _fail(f"unknown message role {role!r}", f"{path}.role")
-        self.flush()
-        if isinstance(raw, str):
-            parts: list[Part] = [Text(raw)]
-        else:
-            parts = list(self._input_parts(raw, ii, f"{path}.content", system=role == "system"))
-        self.messages.append(Message(cast(Role, role), tuple(parts)))
-
-    def _output_texts(self, raw: object, ii: int, path: str) -> list[Text]:
-        if isinstance(raw, str):
-            return [Text(raw)]
-        texts: list[Text] = []
-        for ci, entry_raw in enumerate(_list(raw, path)):
-            epath = f"{path}[{ci}]"
-            entry = _obj(entry_raw, epath)
-            kind = _str(entry, "type", epath)
-            if kind in ("output_text", "input_text", "text"):
-                texts.append(Text(_str(entry, "text", epath)))
-                if entry.get("annotations") and not self.native:
-                    self.report.drop(ii, ci, "text annotations", "tether text has no annotations")
-            elif kind == "refusal":
-                texts.append(Text(_str(entry, "refusal", epath)))
-                self.report.approximate(ii, ci, "refusal", "imported as text")
-            else:
-                raise _fail(f"unknown assistant content type {kind!r}", f"{epath}.type")
-        return texts
-
-    def _input_parts(
-        self, raw: object, ii: int, path: str, *, system: bool = False
-    ) -> list[Text | Image | Document]:
-        out: list[Text | Image | Document] = []
-        for ci, entry_raw in enumerate(_list(raw, path)):
-            epath = f"{path}[{ci}]"
-            entry = _obj(entry_raw, epath)
-            kind = _str(entry, "type", epath)
-            if kind in ("input_text", "output_text", "text"):
-                out.append(Text(_str(entry, "text", epath)))
-            elif kind == "input_image" and not system:
-                out.append(self._image(entry, ii, ci, epath))
-            elif kind == "input_file" and not system:
-                out.append(self._file(entry, ii, ci, epath))
-            else:
-                raise _fail(f"unsupported content type {kind!r}", f"{epath}.type")
-        return out
-
-    def _image(self, entry: Mapping[str, Any], ii: int, ci: int, path: str) -> Image:
-        url = _opt_str(entry, "image_url", path)
-        if url is None:
-            if entry.get("file_id") is not None:
-                raise _fail("images by file_id cannot be imported (no content)", f"{path}.file_id")
-            raise _fail("'image_url' must be a string (missing)", f"{path}.image_url")
-        detail = entry.get("detail")
-        if detail not in (None, "auto"):
-            self.report.approximate(ii, ci, "image detail", f"detail {detail!r} is not kept; sent as 'auto'")
-        if url.startswith("data:"):
-            media_type, data = _parse_data_url(url, f"{path}.image_url")
-            return Image(data=data, media_type=media_type)
-        return Image(url=url)
-
-    def _file(self, entry: Mapping[str, Any], ii: int, ci: int, path: str) -> Document:
-        filename = _opt_str(entry, "filename", path)
-        file_url = _opt_str(entry, "file_url", path)
-        file_data = _opt_str(entry, "file_data", path)
-        if file_url is not None:
-            return Document(url=file_url, title=filename)
-        if file_data is not None:
-            if file_data.startswith("data:"):
-                media_type, data = _parse_data_url(file_data, f"{path}.file_data")
-            else:
-                media_type, data = "application/pdf", _b64(file_data, f"{path}.file_data")
-                self.report.approximate(ii, ci, "file media type", "bare base64 file data assumed PDF")
-            return Document(data=data, media_type=media_type, title=filename)
-        raise _fail("input_file needs file_url or file_data (file_id cannot be imported)", path)
-
-    def _output(self, raw: object, ii: int, path: str) -> tuple[Text | Image | Document, ...]:
-        if isinstance(raw, str):
-            return (Text(raw),)
-        return tuple(self._input_parts(raw, ii, path))
-
-    def _reasoning(self, item: Mapping[str, Any], ii: int, path: str) -> list[Reasoning]:
-        item_id = _str(item, "id", path)
-        signature = _opt_str(item, "encrypted_content", path)
-        summaries = _list(item.get("summary", []), f"{path}.summary")
-        texts: list[str] = []
-        for si, entry_raw in enumerate(summaries):
-            epath = f"{path}.summary[{si}]"
-            texts.append(_str(_obj(entry_raw, epath), "text", epath))
-        if item.get("content") and not self.native:
-            self.report.drop(ii, None, "reasoning content", "raw reasoning text is not kept; summaries are")
-        if not texts:
-            texts = [""]
-        return [
-            Reasoning(text, signature=signature if i == 0 else None, provider=PROVIDER, provider_id=item_id)
-            for i, text in enumerate(texts)
-        ]
-
-
-def _b64(text: str, path: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise _fail("not valid base64", path) from None
-
-
-def _parse_data_url(url: str, path: str) -> tuple[str, bytes]:
-    head, sep, payload = url.partition(",")
-    if not sep or not head.endswith(";base64"):
-        raise _fail("data URL must be 'data:<media type>;base64,<data>'", path)
-    media_type = head[len("data:") : -len(";base64")]
-    if not media_type:
-        raise _fail("data URL has no media type", path)
-    return media_type, _b64(payload, path)
-
-
-def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
-    """Responses ``input`` items → messages. Malformed input raises ``DecodeError`` with a JSON
-    path such as ``$[3].content[1].image_url``."""
-    report = ConversionReport()
-    importer = _Importer(report, native=False)
-    for ii, raw in enumerate(_list(items, "$")):
-        importer.item(raw, ii, f"$[{ii}]")
-    importer.flush()
-    return importer.messages, report
-
-
-# --------------------------------------------------------------------------------------------
-# responses
-# --------------------------------------------------------------------------------------------
-
-
-def _usage(raw: object) -> Usage:
-    if not isinstance(raw, Mapping):
-        return Usage()
-    usage = cast(Mapping[str, Any], raw)
-    inp = cast(Mapping[str, Any], usage.get("input_tokens_details") or {})
-    out = cast(Mapping[str, Any], usage.get("output_tokens_details") or {})
-    return Usage(
-        input_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
-        cache_read_tokens=int(inp.get("cached_tokens") or 0),
-        reasoning_tokens=int(out.get("reasoning_tokens") or 0),
-    )
-
-
-def _stop_reason(body: Mapping[str, Any], message: Message) -> str:
-    status = body.get("status")
-    if status == "incomplete":
-        details = cast(Mapping[str, Any], body.get("incomplete_details") or {})
-        reason = details.get("reason")
-        if reason == "max_output_tokens":
-            return "length"
-        if reason == "content_filter":
-            return "content_filter"
-        return str(reason or "incomplete")
-    if status == "failed":
-        return "error"
-    return "tool_calls" if message.tool_calls else "stop"
-
-
-def decode_response(body: object) -> ModelResponse:
-    """A Responses API response body → ``ModelResponse``. Provider-native items (web search,
-    MCP, code interpreter, …) have no tether equivalent and are left out."""
-    response = _obj(body, "$")
-    importer = _Importer(ConversionReport(), native=True)
-    importer.role = "assistant"
-    for oi, raw in enumerate(_list(response.get("output", []), "$.output")):
-        importer.item(raw, oi, f"$.output[{oi}]")
-        if importer.role != "assistant":
-            raise _fail("a response output holds only assistant items", f"$.output[{oi}]")
-    parts = tuple(importer.parts)
-    usage = _usage(response.get("usage"))
-    draft = Message("assistant", parts)
-    stop = _stop_reason(response, draft)
-    message = Message(
-        "assistant",
-        parts,
-        provider=PROVIDER,
-        model=_opt_str(response, "model", "$"),
-        stop_reason=stop,
-        usage=usage,
-        response_id=_opt_str(response, "id", "$"),
-    )
-    return ModelResponse(message, stop, usage)
-
-
-class StreamAccumulator:
-    """Assembles Responses streaming events into deltas and the final ``ModelResponse``.
-
-    The final message is built from the streamed items (``response.output_item.done``, or the
-    deltas of items that never finished), never from the ``output`` of ``response.completed``, so
-    it can be compared with what the non-streamed call returns.
-    """
-
-    def __init__(self) -> None:
-        self.response: dict[str, Any] = {}
-        self.done: dict[int, Item] = {}
-        self.partial: dict[int, Item] = {}
-        self.finished = False
-        self._index: dict[tuple[int, int], int] = {}
-        self._next = 0
-
-    def _slot(self, output_index: int, sub: int) -> int:
-        key = (output_index, sub)
-        if key not in self._index:
-            self._index[key] = self._next
-            self._next += 1
-        return self._index[key]
-
-    def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
-        """Take one event (a decoded SSE ``data`` object); return the deltas it carries."""
-        kind = event.get("type")
-        oi = int(event.get("output_index") or 0)
-        out: list[StreamEvent] = []
-        if kind in ("response.created", "response.in_progress", "response.queued"):
-            self.response = dict(cast(Mapping[str, Any], event.get("response") or {}))
-        elif kind in ("response.completed", "response.incomplete", "response.failed"):
-            self.response = dict(cast(Mapping[str, Any], event.get("response") or {}))
-            self.finished = True
-        elif kind == "response.output_item.added":
-            item = dict(cast(Mapping[str, Any], event.get("item") or {}))
-            self.partial[oi] = item
-            if item.get("type") == "function_call":
-                out.append(ToolCallDelta(self._slot(oi, 0), id=item.get("call_id"), name=item.get("name")))
-            elif item.get("type") == "message":
-                item["content"] = []
-            elif item.get("type") == "reasoning":
-                item["summary"] = []
-        elif kind == "response.output_item.done":
-            item = dict(cast(Mapping[str, Any], event.get("item") or {}))
-            self.done[oi] = item
-            if item.get("type") == "reasoning" and not item.get("summary"):
-                self._slot(oi, 0)
-        elif kind == "response.content_part.added":
-            ci = int(event.get("content_index") or 0)
-            self._slot(oi, ci)
-            part = dict(cast(Mapping[str, Any], event.get("part") or {}))
-            self._partial_list(oi, "content").append(part)
-        elif kind in ("response.output_text.delta", "response.refusal.delta"):
-            ci = int(event.get("content_index") or 0)
-            delta = str(event.get("delta") or "")
-            parts = self._partial_list(oi, "content")
-            key = "text" if kind == "response.output_text.delta" else "refusal"
-            while len(parts) <= ci:
-                parts.append({"type": "output_text" if key == "text" else "refusal", key: ""})
-            parts[ci][key] = str(parts[ci].get(key) or "") + delta
-            out.append(TextDelta(self._slot(oi, ci), delta))
-        elif kind == "response.reasoning_summary_part.added":
-            si = int(event.get("summary_index") or 0)
-            self._slot(oi, si)
-            self._partial_list(oi, "summary").append({"type": "summary_text", "text": ""})
-        elif kind == "response.reasoning_summary_text.delta":
-            si = int(event.get("summary_index") or 0)
-            delta = str(event.get("delta") or "")
-            summary = self._partial_list(oi, "summary")
-            while len(summary) <= si:
-                summary.append({"type": "summary_text", "text": ""})
-            summary[si]["text"] = str(summary[si].get("text") or "") + delta
-            out.append(ReasoningDelta(self._slot(oi, si), delta))
-        elif kind == "response.function_call_arguments.delta":
-            delta = str(event.get("delta") or "")
-            item = self.partial.setdefault(oi, {"type": "function_call"})
-            item["arguments"] = str(item.get("arguments") or "") + delta
-            out.append(ToolCallDelta(self._slot(oi, 0), arguments=delta))
-        return out
-
-    def _partial_list(self, oi: int, key: str) -> list[Item]:
-        item = self.partial.setdefault(oi, {"type": "message" if key == "content" else "reasoning"})
-        value = item.get(key)
-        if not isinstance(value, list):
-            value = []
-            item[key] = value
-        return cast(list[Item], value)
-
-    def body(self) -> dict[str, Any]:
-        """The response body assembled so far (``output`` from the streamed items)."""
-        indices = sorted(set(self.done) | set(self.partial))
-        output: list[Item] = []
-        for oi in indices:
-            item = self.done.get(oi) or self.partial[oi]
-            if item.get("type") == "function_call" and not item.get("call_id"):
-                continue  # a call that never said who it is cannot be kept
-            output.append(item)
-        return {**self.response, "output": output}
-
-    def result(self) -> ModelResponse:
-        """The final response (also usable on a cut stream: what arrived so far)."""
-        return decode_response(self.body())

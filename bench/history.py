@@ -1,0 +1,146 @@
+"""The history toolkit against tether.loads on the same history, and budget_history against
+LangChain's trim_messages, on conversations from bench/generator.py.
+
+Run: python -m bench.history [sizes...]   (default 1000 10000 100000)
+
+Rows (µs per tether message, best of several runs, GC on):
+  loads            tether.loads of the history's JSON (the reference cost)
+  normalize        normalize_history (a valid history: nothing to repair)
+  sanitize         sanitize_history (limits raised to fit 100k messages)
+  budget cold      budget_history(approximate_counter(), half the tokens), a fresh processor
+  budget warm      the same processor again (counts cached per message)
+  trim             trim_history(half the messages)
+  lc trim_messages langchain_core trim_messages(strategy="last", start_on="human",
+                   token_counter=count_tokens_approximately, max_tokens=half its own count),
+                   on the same conversation converted to LangChain messages beforehand
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.generator import conversation
+from tether import Message, Text, ToolCall, ToolResult, dumps, loads
+from tether.history import (
+    SanitizeLimits,
+    approximate_counter,
+    budget_history,
+    normalize_history,
+    sanitize_history,
+    trim_history,
+)
+
+LIMITS = SanitizeLimits(max_messages=10**7, max_total_bytes=2**40, max_inline_media_bytes=2**40)
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    """The fastest of ``repeat`` runs, in seconds."""
+    fastest = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        fastest = min(fastest, time.perf_counter() - start)
+    return fastest
+
+
+def to_langchain(history: list[Message]) -> list[Any]:
+    """The same conversation as LangChain messages (one ToolMessage per tool result)."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    out: list[Any] = []
+    for m in history:
+        if m.role == "user":
+            out.append(HumanMessage(m.text))
+        elif m.role == "assistant":
+            calls = [
+                {"name": p.name, "args": json.loads(p.arguments), "id": p.id, "type": "tool_call"}
+                for p in m.parts
+                if isinstance(p, ToolCall)
+            ]
+            out.append(AIMessage(m.text, tool_calls=calls))
+        elif m.role == "tool":
+            out.extend(
+                ToolMessage(r.text, tool_call_id=r.call_id)
+                for r in m.parts
+                if isinstance(r, ToolResult) and all(isinstance(c, Text) for c in r.content)
+            )
+    return out
+
+
+def measure(n: int) -> dict[str, float]:
+    """µs per tether message for every row at size ``n``."""
+    history = conversation(n)
+    history, _ = normalize_history(history)  # the generator may end on a dangling call
+    data = dumps(history)
+    repeat = 15 if n <= 1_000 else 5 if n <= 10_000 else 3
+    counter = approximate_counter()
+    half_tokens = sum(counter(m) for m in history) // 2
+    warm = budget_history(counter, half_tokens)
+    kept = warm(history)
+    rows: dict[str, float] = {
+        "loads": best(lambda: loads(data), repeat),
+        "normalize": best(lambda: normalize_history(history), repeat),
+        "sanitize": best(lambda: sanitize_history(history, limits=LIMITS), repeat),
+        "budget cold": best(lambda: budget_history(counter, half_tokens)(history), repeat),
+        "budget warm": best(lambda: warm(history), repeat),
+        "trim": best(lambda: trim_history(len(history) // 2)(history), repeat),
+    }
+    try:
+        from langchain_core.messages import trim_messages
+        from langchain_core.messages.utils import count_tokens_approximately
+    except ImportError:
+        print("langchain-core is not installed: skipping trim_messages", file=sys.stderr)
+    else:
+        lc = to_langchain(history)
+        lc_half = count_tokens_approximately(lc) // 2
+
+        def lc_trim() -> object:
+            return trim_messages(
+                lc,
+                max_tokens=lc_half,
+                token_counter=count_tokens_approximately,
+                strategy="last",
+                start_on="human",
+            )
+
+        lc_kept = lc_trim()
+        assert isinstance(lc_kept, list)
+        rows["lc trim_messages"] = best(lc_trim, 1 if n >= 100_000 else 3)
+        print(
+            f"  n={n}: budget kept {len(kept)}/{len(history)} tether messages; "
+            f"trim_messages kept {len(lc_kept)}/{len(lc)} LangChain messages",
+            file=sys.stderr,
+        )
+    return {name: seconds / len(history) * 1e6 for name, seconds in rows.items()}
+
+
+def main(argv: list[str]) -> None:
+    sizes = [int(a) for a in argv] or [1_000, 10_000, 100_000]
+    results = {n: measure(n) for n in sizes}
+    names = list(next(iter(results.values())))
+    print(f"{'µs / message':<18}" + "".join(f"{n:>12,}" for n in sizes))
+    for name in names:
+        print(f"{name:<18}" + "".join(f"{results[n].get(name, float('nan')):>12.3f}" for n in sizes))
+    print()
+    print("ratios (lower is better for x / loads; higher is better for lc / budget)")
+    for name in ("normalize", "sanitize", "budget cold", "budget warm", "trim"):
+        print(
+            f"{name + ' / loads':<26}"
+            + "".join(f"{results[n][name] / results[n]['loads']:>10.2f}" for n in sizes)
+        )
+    if "lc trim_messages" in names:
+        for name in ("budget cold", "budget warm"):
+            print(
+                f"{'lc / ' + name:<26}"
+                + "".join(f"{results[n]['lc trim_messages'] / results[n][name]:>10.1f}" for n in sizes)
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
