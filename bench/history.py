@@ -3,8 +3,10 @@ LangChain's trim_messages, on conversations from bench/generator.py.
 
 Run: python -m bench.history [sizes...]   (default 1000 10000 100000)
 
-Rows (µs per tether message, best of several runs, GC on):
+Rows (µs per tether message, best of several runs, GC on unless said):
   loads            tether.loads of the history's JSON (the reference cost)
+  loads (gc off)   the same with the garbage collector paused (the stricter reference: with
+                   GC on, loads pays for collections that grow with the live heap)
   normalize        normalize_history (a valid history: nothing to repair)
   sanitize         sanitize_history (limits raised to fit 100k messages)
   budget cold      budget_history(approximate_counter(), half the tokens), a fresh processor
@@ -38,14 +40,19 @@ from tether.history import (
 LIMITS = SanitizeLimits(max_messages=10**7, max_total_bytes=2**40, max_inline_media_bytes=2**40)
 
 
-def best(fn: Callable[[], object], repeat: int) -> float:
-    """The fastest of ``repeat`` runs, in seconds."""
+def best(fn: Callable[[], object], repeat: int, *, collector: bool = True) -> float:
+    """The fastest of ``repeat`` runs, in seconds (``collector=False``: with the GC paused)."""
     fastest = float("inf")
     for _ in range(repeat):
         gc.collect()
-        start = time.perf_counter()
-        fn()
-        fastest = min(fastest, time.perf_counter() - start)
+        if not collector:
+            gc.disable()
+        try:
+            start = time.perf_counter()
+            fn()
+            fastest = min(fastest, time.perf_counter() - start)
+        finally:
+            gc.enable()
     return fastest
 
 
@@ -85,6 +92,7 @@ def measure(n: int) -> dict[str, float]:
     kept = warm(history)
     rows: dict[str, float] = {
         "loads": best(lambda: loads(data), repeat),
+        "loads (gc off)": best(lambda: loads(data), repeat, collector=False),
         "normalize": best(lambda: normalize_history(history), repeat),
         "sanitize": best(lambda: sanitize_history(history, limits=LIMITS), repeat),
         "budget cold": best(lambda: budget_history(counter, half_tokens)(history), repeat),
@@ -137,7 +145,7 @@ def main(argv: list[str]) -> None:
     if "lc trim_messages" in names:
         for name in ("budget cold", "budget warm"):
             print(
-                f"{'lc / ' + name:<26}"
+                f"{'lc / ' + name:<32}"
                 + "".join(f"{results[n]['lc trim_messages'] / results[n][name]:>10.1f}" for n in sizes)
             )
 

@@ -5,7 +5,7 @@ step converts only the messages added since the previous one; this bench compare
 seeded conversation (bench.generator):
 
 - tether, incremental — ``encode_messages`` at every step, cache kept (what a driver does);
-- tether, cold        — the same with the cache emptied before each step (full conversion);
+- tether, cold        — the same without a profile, so nothing is cached (full conversion);
 - pydantic-ai         — ``OpenAIChatModel._map_messages`` (its OpenAI Chat wire path), every step.
 
 Run: ``python -m bench.wire [--sizes 50,200,800] [--repeat 3]``. Prints per-step microseconds at
@@ -35,8 +35,7 @@ def _tether_step(history: Sequence[Message]) -> None:
 
 
 def _cold_step(history: Sequence[Message]) -> None:
-    openai_chat._caches.clear()  # pyright: ignore[reportPrivateUsage]
-    openai_chat.encode_messages(history, profile=PROFILE)
+    openai_chat.encode_messages(history)  # no profile: nothing cached, every message converted
 
 
 def _to_pydantic_ai(history: Sequence[Message]) -> list[Any]:

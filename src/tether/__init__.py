@@ -3,6 +3,29 @@
 The public API is this module's ``__all__`` (pinned by tests/test_public_api.py).
 """
 
+from typing import TYPE_CHECKING, Any
+
+from tether.agent import (
+    Agent,
+    Approve,
+    DeferredResults,
+    Deny,
+    Event,
+    ExternalResult,
+    MessageCompleted,
+    PendingCall,
+    ReasoningEvent,
+    Result,
+    RunCompleted,
+    RunContext,
+    RunStream,
+    TextEvent,
+    Tool,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolCanceled,
+    function_tool,
+)
 from tether.errors import (
     ApprovalError,
     ConflictError,
@@ -26,6 +49,22 @@ from tether.errors import (
     UnsupportedContent,
     UserError,
 )
+from tether.history import (
+    INTERRUPTED_TEXT,
+    HistoryRepair,
+    Problem,
+    SanitizeLimits,
+    SanitizeReport,
+    TokenCounter,
+    approximate_counter,
+    budget_history,
+    check_history,
+    normalize_history,
+    prune_history,
+    sanitize_history,
+    tiktoken_counter,
+    trim_history,
+)
 from tether.messages import (
     CONTRACT_VERSION,
     Document,
@@ -48,50 +87,114 @@ from tether.messages import (
     tool,
     user,
 )
+from tether.models import Model, ModelResponse, ModelSettings, ToolDefinition, infer_model
+from tether.models.testing import FunctionModel, TestModel
+from tether.models.wire import ConversionReport
+from tether.stores import ConversationInfo, Keyring, MemoryStore, SQLiteStore, Store
+
+if TYPE_CHECKING:
+    from tether.stores import PostgresStore
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore needs the optional psycopg: import it on first use only
+    if name == "PostgresStore":
+        from tether.stores import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module 'tether' has no attribute {name!r}")
+
+
 __all__ = [
     "CONTRACT_VERSION",
+    "INTERRUPTED_TEXT",
+    "Agent",
     "ApprovalError",
+    "Approve",
     "ConflictError",
+    "ConversationInfo",
+    "ConversionReport",
     "CorruptRecord",
     "DecodeError",
+    "DeferredResults",
+    "Deny",
     "Document",
     "EncryptionError",
+    "Event",
+    "ExternalResult",
+    "FunctionModel",
     "HistoryError",
+    "HistoryRepair",
     "HistoryTooLarge",
     "Image",
+    "Keyring",
     "MaxStepsError",
+    "MemoryStore",
     "Message",
+    "MessageCompleted",
     "MissingExtra",
+    "Model",
     "ModelError",
     "ModelHTTPError",
+    "ModelResponse",
+    "ModelSettings",
     "NotFound",
     "OutputValidationError",
     "Part",
     "Partial",
+    "PendingCall",
+    "PostgresStore",
+    "Problem",
     "Reasoning",
+    "ReasoningEvent",
+    "Result",
     "RunCanceled",
+    "RunCompleted",
+    "RunContext",
     "RunError",
+    "RunStream",
+    "SQLiteStore",
+    "SanitizeLimits",
+    "SanitizeReport",
+    "Store",
     "StoreError",
+    "TestModel",
     "TetherError",
     "Text",
+    "TextEvent",
+    "TokenCounter",
+    "Tool",
     "ToolCall",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolCanceled",
+    "ToolDefinition",
     "ToolError",
     "ToolResult",
     "UnsupportedContent",
     "Usage",
     "UserError",
     "__version__",
+    "approximate_counter",
     "assistant",
+    "budget_history",
+    "check_history",
     "dumps",
     "dumps_message",
+    "function_tool",
+    "infer_model",
     "json_schema",
     "loads",
     "loads_message",
     "new_id",
+    "normalize_history",
+    "prune_history",
+    "sanitize_history",
     "system",
+    "tiktoken_counter",
     "tool",
+    "trim_history",
     "user",
 ]

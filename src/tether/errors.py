@@ -15,6 +15,7 @@
     │   ├── ToolError                     a tool raised and was declared to propagate
     │   ├── OutputValidationError         the output failed validation after all retries
     │   └── ApprovalError                 a deferred decision was missing, forged, or bound elsewhere
+    ├── ToolCanceled                      raised *by a tool* to stop its run deliberately (a signal)
     └── StoreError                        persistence failed
         ├── NotFound                      no such conversation *for this owner* (never leaks existence)
         ├── ConflictError                 optimistic concurrency: someone appended first
@@ -52,6 +53,7 @@ __all__ = [
     "RunStage",
     "StoreError",
     "TetherError",
+    "ToolCanceled",
     "ToolError",
     "UnsupportedContent",
     "UserError",
@@ -174,6 +176,18 @@ class OutputValidationError(RunError):
 
 class ApprovalError(RunError):
     """A deferred decision is missing, forged, or bound to other arguments."""
+
+
+class ToolCanceled(TetherError):
+    """Raised by a tool to stop the run deliberately.
+
+    Results recorded before the stop stay; every call left unanswered is closed with a
+    synthesized no-result result, and the run raises ``RunCanceled`` with resumable evidence.
+    """
+
+    def __init__(self, reason: str = "a tool canceled the run") -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class StoreError(TetherError):

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _cli_support import Invoke, assert_one_line_error
+from ._cli_support import Invoke, assert_one_line_error
 from rich.console import Console
 
 from tether import loads, user
@@ -27,8 +27,8 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 @pytest.fixture(autouse=True)
 def scripted_providers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(PROVIDERS, "interrupted", ("_cli_support", "InterruptedModel"))
-    monkeypatch.setitem(PROVIDERS, "counting", ("_cli_support", "CountingModel"))
+    monkeypatch.setitem(PROVIDERS, "interrupted", ("cli._cli_support", "InterruptedModel"))
+    monkeypatch.setitem(PROVIDERS, "counting", ("cli._cli_support", "CountingModel"))
 
 
 def _conversations(db: Path) -> list[ConversationInfo]:
@@ -263,3 +263,14 @@ async def test_a_turn_is_kept_when_another_session_appended_first(tmp_path: Path
         assert session.version == len(stored) == 4
         assert list(session.messages) == list(stored)
         assert "changed in another session" in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_a_budget_smaller_than_the_newest_message_sends_only_the_prompt(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    db = str(tmp_path / "chat.db")
+    assert invoke("chat", "-m", "counting:script", "--db", db, "hello " * 50).exit_code == 0
+    squeezed = invoke("chat", "-m", "counting:script", "--db", db, "-c", "--budget", "5", "short")
+    assert squeezed.exit_code == 0, squeezed.output
+    assert "I see 1 messages" in squeezed.stdout  # the conversation goes on instead of failing
+    assert _conversations(Path(db))[0].version == 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _cli_support import Invoke
+from ._cli_support import Invoke
 
 from tether import loads
 from tether.history import check_history

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _cli_support import Invoke, assert_one_line_error
+import yaml
+from ._cli_support import Invoke, assert_one_line_error
 
 from tether import Image, ToolCall, ToolResult, assistant, dumps, loads, system, tool, user
 from tether.history import check_history
@@ -174,3 +175,32 @@ def test_truncated_arguments_are_reported_but_need_no_repair(invoke: Invoke, tmp
     report = json.loads(result.stdout)
     assert [t["call_id"] for t in report["repair"]["truncated"]] == ["c1"]
     assert result.exit_code == 0, result.output
+
+
+def test_convert_a_recorded_openai_transcript(invoke: Invoke, provider_samples: Path, tmp_path: Path) -> None:
+    cassette = yaml.safe_load((provider_samples / "openai-chat" / "test_openai_tool_output.yaml").read_text())
+    recorded = cassette["interactions"][-1]["request"]["parsed_body"]["messages"]
+    source = tmp_path / "recorded.json"
+    source.write_text(json.dumps(recorded))
+
+    to_tether = invoke("history", "convert", str(source), "--from", "openai_chat", "--json")
+    assert to_tether.exit_code == 0, to_tether.output
+    assert json.loads(to_tether.stderr)["import_losses"] == []
+    messages = loads(to_tether.stdout)
+    assert [m.role for m in messages] == ["user", "assistant", "tool"]
+    call_id = recorded[1]["tool_calls"][0]["id"]
+    assert messages[1].tool_calls[0].id == messages[2].tool_results[0].call_id == call_id
+
+    tether_file = tmp_path / "recorded.tether.json"
+    tether_file.write_bytes(to_tether.stdout_bytes)
+    assert invoke("history", "check", str(tether_file)).exit_code == 0  # a real transcript pairs
+
+    anthropic = invoke("history", "convert", str(tether_file), "--to", "anthropic")
+    assert anthropic.exit_code == 0, anthropic.output
+    back = invoke(
+        "history", "convert", "-", "--from", "anthropic", "--to", "openai_chat", input=anthropic.stdout
+    )
+    assert back.exit_code == 0, back.output
+    again = json.loads(back.stdout)
+    assert again[1]["tool_calls"][0]["id"] == call_id
+    assert again[2] == {"role": "tool", "tool_call_id": call_id, "content": "Mexico"}

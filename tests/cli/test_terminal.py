@@ -87,18 +87,25 @@ def test_local_chat_survives_a_restart(tmp_path: Path) -> None:
     second.expect("My name is Ada")
     second.expect("Name one colour of the rainbow")
     second.expect("you>")
-    # Ctrl-C while the model is answering: the partial reply is stored, the session goes on
-    second.sendline("Count slowly from one to two hundred, one number per line, in words.")
-    second.expect("assistant>")
-    second.expect(r"(?i)one|two|three|1")  # the count has started streaming
-    second.sendintr()
-    second.expect("reply canceled")
-    second.expect("you>")
+    # Ctrl-C while the model is answering: the partial reply is stored, the session goes on.
+    # "assistant>" is printed with the first streamed text, so some text exists when Ctrl-C lands;
+    # should the reply finish first anyway, ask again.
+    prompt = "Count slowly from one to two hundred, one number per line, in words."
+    for _ in range(3):
+        second.sendline(prompt)
+        second.expect("assistant>")
+        second.sendintr()
+        canceled = second.expect(["reply canceled", "· run"]) == 0
+        second.expect("you>")
+        if canceled:
+            break
+    else:
+        pytest.fail("three replies finished before Ctrl-C reached them")
     second.sendline("/quit")
     second.expect(pexpect.EOF)
     second.close()
     stored = _stored(db, cid)
-    assert len(stored) == 6
-    assert stored[4][:2] == ("user", "Count slowly from one to two hundred, one number per line, in words.")
-    assert stored[5][0] == "assistant"
-    assert stored[5][2] == "canceled"
+    assert stored[-2][:2] == ("user", prompt)
+    role, text, stop_reason = stored[-1]
+    assert (role, stop_reason) == ("assistant", "canceled")
+    assert text.strip()

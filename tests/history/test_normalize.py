@@ -276,9 +276,11 @@ def test_close_calls_defaults_match_repair_and_returns_none_when_all_answered() 
     assert close_calls(assistant("no calls")) is None
 
 
-def test_close_calls_needs_an_assistant_message() -> None:
+def test_close_calls_needs_an_assistant_message_and_a_collection_of_ids() -> None:
     with pytest.raises(UserError, match="assistant"):
         close_calls(user("hi"))
+    with pytest.raises(UserError, match="not one string"):
+        close_calls(assistant(_call("c1")), "c1")
 
 
 def test_a_history_closed_with_close_calls_needs_no_repair() -> None:

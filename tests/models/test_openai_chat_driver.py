@@ -196,6 +196,30 @@ async def test_http_failures_become_model_http_errors(
     assert error.value.stage == "model"
 
 
+async def test_default_headers_reach_the_server(provider_samples: Path) -> None:
+    interactions = load_cassette(provider_samples / "groq/test_extra_headers.yaml")
+    seen: list[str | None] = []
+    recorded = Recorded(interactions)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers.get("x-tether-test"))
+        return recorded(request)
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    model = OpenAIChatModel(
+        "llama-3.3-70b-versatile",
+        provider="groq",
+        base_url="https://api.groq.com/openai/v1",
+        api_key="gsk-test",
+        http_client=client,
+        default_headers={"x-tether-test": "1"},
+    )
+    response = await model.generate([user("hello")])
+    assert seen == ["1"]
+    assert response.message.text == "Hello! How can I assist you today?"
+    assert response.message.provider == "groq"
+
+
 async def test_the_sdk_retry_policy_applies() -> None:
     attempts: list[int] = []
 

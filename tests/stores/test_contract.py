@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import pytest
 
-from tether import ConflictError, Message, NotFound, ToolResult, UserError, assistant, tool, user
+from tether import ConflictError, Message, NotFound, Text, ToolResult, UserError, assistant, tool, user
 from tether.stores import ConversationInfo, Store
 
 from .conftest import Clock, OpenStore
@@ -179,7 +180,7 @@ async def test_wrong_owner_is_indistinguishable_from_missing(store: Store) -> No
     cid = await store.create(ALICE, "secret")
     await store.append(ALICE, cid, [user("private")])
     await store.record_tool_started(ALICE, cid, "run", "c1", "pay", '{"amount": 5}')
-    calls = {
+    calls: dict[str, Callable[[str, str], Awaitable[object]]] = {
         "append": lambda o, c: store.append(o, c, [user("intrude")]),
         "append_expected": lambda o, c: store.append(o, c, [user("intrude")], expected_version=1),
         "load": lambda o, c: store.load(o, c),
@@ -223,10 +224,10 @@ async def test_tool_effect_ledger(store: Store) -> None:
     ]
     assert all(e.conversation_id == cid for e in pending)
     # storing the result message closes the entry, atomically with the append
-    await store.append(ALICE, cid, [tool(ToolResult("call-b", "charge", "declined", failed=True))])
+    await store.append(ALICE, cid, [tool(ToolResult("call-b", "charge", (Text("declined"),), failed=True))])
     assert [e.call_id for e in await store.pending_tool_effects(ALICE, cid)] == ["call-a"]
     await store.append(
-        ALICE, cid, [tool(ToolResult("call-a", "send_email", "outcome unknown", synthesized=True))]
+        ALICE, cid, [tool(ToolResult("call-a", "send_email", (Text("outcome unknown"),), synthesized=True))]
     )
     assert await store.pending_tool_effects(ALICE, cid) == []
     # a closed entry still blocks a second start of the same call

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tether import CorruptRecord, EncryptionError, StoreError, ToolResult, tool, user
-from tether.stores import Keyring
+from tether import CorruptRecord, EncryptionError, StoreError, Text, ToolResult, tool, user
+from tether.stores import Keyring, PostgresStore, SQLiteStore, Store
 
 from .conftest import OpenStore, RawSQL, durable
 from .data import conversation
@@ -15,6 +15,11 @@ from .data import conversation
 ALICE, BOB = "alice", "bob"
 MARKER = "Zq7PlaintextMarker"
 K1, K2 = Keyring.generate_key(), Keyring.generate_key()
+
+
+async def reencrypt(store: Store, batch: int = 500) -> int:
+    assert isinstance(store, SQLiteStore | PostgresStore)
+    return await store.reencrypt(batch=batch)
 
 
 @durable
@@ -166,8 +171,8 @@ async def test_rotation_keeps_old_rows_readable(open_store: OpenStore, raw_sql: 
     assert (await both.load(ALICE, cid)).messages == tuple(messages[:10])  # old rows still open
     await both.append(ALICE, cid, messages[10:])  # new rows sealed with k2
     assert {r[0] for r in raw_sql("SELECT key_id FROM tether_messages")} == {"k1", "k2"}
-    assert await both.reencrypt(batch=7) == 10 + 1 + 1  # 10 messages, the preview, the tool arguments
-    assert await both.reencrypt() == 0
+    assert await reencrypt(both, batch=7) == 10 + 1 + 1  # 10 messages, the preview, the tool arguments
+    assert await reencrypt(both) == 0
     assert {r[0] for r in raw_sql("SELECT key_id FROM tether_messages")} == {"k2"}
     await both.close()
 
@@ -186,15 +191,15 @@ async def test_rotation_keeps_old_rows_readable(open_store: OpenStore, raw_sql: 
 async def test_reencrypt_encrypts_rows_written_in_plaintext(open_store: OpenStore, raw_sql: RawSQL) -> None:
     plain = open_store()
     cid = await plain.create(ALICE)
-    messages = [user(f"{MARKER} question"), tool(ToolResult("c", "t", MARKER))]
+    messages = [user(f"{MARKER} question"), tool(ToolResult("c", "t", (Text(MARKER),)))]
     await plain.append(ALICE, cid, messages)
     await plain.close()
     sealed = open_store(keyring=Keyring({"k1": K1}, current="k1"))
-    assert await sealed.reencrypt() == 3  # two messages and the preview
+    assert await reencrypt(sealed) == 3  # two messages and the preview
     assert (await sealed.load(ALICE, cid)).messages == tuple(messages)
     contents = raw_sql("SELECT data FROM tether_messages") + raw_sql(
         "SELECT preview FROM tether_conversations"
     )
     assert all(MARKER.encode() not in bytes(r[0]) for r in contents)
     with pytest.raises(EncryptionError, match="keyring"):
-        await open_store().reencrypt()
+        await reencrypt(open_store())

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 import msgspec
 
-from tether.errors import UserError
+from tether.errors import ToolCanceled, UserError
 from tether.messages import Document, Image, ResultPart, Text, ToolCall, ToolResult
 from tether.models import ToolDefinition
 
@@ -26,19 +26,6 @@ __all__ = ["ArgumentsInvalid", "Tool", "ToolCanceled", "as_tools", "function_too
 
 Deps = TypeVar("Deps")
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-
-
-class ToolCanceled(Exception):
-    """Raised by a tool to stop the run deliberately.
-
-    Results recorded before the stop stay; every call left unanswered is closed with a
-    synthesized no-result result, and the run raises ``RunCanceled`` with resumable evidence.
-    This is not a failure of tether, so it is not a ``TetherError``.
-    """
-
-    def __init__(self, reason: str = "a tool canceled the run") -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class ArgumentsInvalid(Exception):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,12 +33,17 @@ from tether.cli._store import (
     resolve_conversation,
 )
 from tether.cli._stream import StreamPrinter, TurnOutcome, run_turn
-from tether.errors import ConflictError
+from tether.errors import ConflictError, HistoryError
+from tether.history import BudgetHistory, TrimHistory
 from tether.messages import Message, new_id
 from tether.models import Model
 from tether.stores import Store
 
-__all__ = ["SLASH_COMMANDS", "ChatSession", "chat"]
+__all__ = ["LOCAL_BUDGET", "SLASH_COMMANDS", "ChatSession", "chat"]
+
+LOCAL_BUDGET = 2048
+"""Approximate tokens of history sent to the local model when neither --max-messages nor --budget
+is given (its context window is 4096 tokens; the rest is left for instructions and the reply)."""
 
 SLASH_COMMANDS: dict[str, str] = {
     "/history": "show this conversation so far",
@@ -179,6 +185,20 @@ class ChatSession:
         )
 
 
+def _lenient(processor: TrimHistory | BudgetHistory) -> Callable[[Sequence[Message]], list[Message]]:
+    """The processor, except that a history it cannot cut (the newest message alone is over the
+    budget, or nothing left could open a request) sends no history instead of failing every later
+    turn of the conversation: the new prompt opens the request on its own."""
+
+    def process(history: Sequence[Message]) -> list[Message]:
+        try:
+            return processor(history)
+        except HistoryError:
+            return []
+
+    return process
+
+
 def _model_stamp(model: Model) -> tuple[str, str]:
     """(provider, model) as drivers stamp them: ``local:SmolLM2…`` → (``local``, ``SmolLM2…``)."""
     provider = model.profile.provider
@@ -281,11 +301,14 @@ def _chat(
     processor = build_processor(max_messages, budget)
     with console.status("loading model…", spinner="dots"):
         model = resolve_model(model_spec)
+    if processor is None and model.profile.provider == "local":
+        # the local model's context is small: a long (or resumed) conversation would overflow it
+        processor = build_processor(None, LOCAL_BUDGET)
     agent: Agent[Any, str] = Agent(
         model,
         instructions=instructions,
         tools=DEMO_TOOLS if tools else (),
-        history_processor=processor,
+        history_processor=_lenient(processor) if processor is not None else None,
     )
     with asyncio.Runner() as runner:
         stack = contextlib.AsyncExitStack()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 import msgspec
 from msgspec.structs import replace
@@ -42,8 +42,6 @@ UnpairedReason: TypeAlias = Literal["no-id", "duplicate-id"]
 assistant message already uses its id."""
 
 _encoder = msgspec.json.Encoder()
-decode_object = msgspec.json.Decoder(dict[str, Any]).decode
-"""The decoder behind ``ToolCall.truncated``, inlined where calls are walked in bulk."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +120,8 @@ def close_calls(
     """
     if type(assistant_message) is not Message or assistant_message.role != "assistant":
         raise UserError("close_calls needs an assistant message")
+    if isinstance(answered_ids, str):
+        raise UserError("close_calls takes a collection of answered call ids, not one string")
     results = _closing_results(assistant_message, answered_ids, text, failed)
     if not results:
         return None
@@ -176,9 +176,7 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
         for part in m.parts:
             if type(part) is not ToolCall:
                 continue
-            try:  # ``ToolCall.truncated``, inlined: this is the hot loop
-                decode_object(part.arguments)
-            except (msgspec.DecodeError, RecursionError):
+            if part.truncated:
                 truncated.append(CallRef(i - 1, part.id, part.name))
             cid = part.id
             if not cid:

@@ -16,7 +16,7 @@ import msgspec
 from msgspec.structs import replace
 
 from tether.errors import HistoryTooLarge, UserError
-from tether.history._normalize import CallRef, HistoryRepair, decode_object, normalize_history
+from tether.history._normalize import CallRef, HistoryRepair, normalize_history
 from tether.messages import Document, Image, Message, Reasoning, Text, ToolCall, ToolResult
 
 __all__ = [
@@ -271,7 +271,7 @@ def sanitize_history(
     systems = 0
     # Built only once a message is dropped or rebuilt: until then the output is ``msgs[:i]``.
     kept: list[Message] | None = None
-    origin: list[int] | None = None  # origin[j]: index in ``msgs`` of kept[j]
+    origin: list[int] = []  # once ``kept`` exists: origin[j] is the index in ``msgs`` of kept[j]
     # The same pass checks the pairing of the common case (every call answered right after it,
     # nothing else): when it holds, pairing repair has nothing to do. Anything it is unsure of
     # sets ``irregular`` and ``normalize_history`` repairs the kept messages afterwards.
@@ -316,9 +316,7 @@ def sanitize_history(
             elif tp is ToolCall:
                 call: ToolCall = part  # type: ignore[assignment]
                 s = call.arguments
-                try:
-                    decode_object(s)
-                except (msgspec.DecodeError, RecursionError):
+                if call.truncated:
                     truncated.append(CallRef(i, call.id, call.name))
                 cid = call.id
                 if not cid or (pending is not None and cid in pending):
@@ -361,23 +359,23 @@ def sanitize_history(
             raise HistoryTooLarge(
                 f"history is over {max_total} bytes", limit="max_total_bytes", where=_where(i)
             )
-        if m.role == "system" or keep is not None:
-            if kept is None or origin is None:
+        if role == "system" or keep is not None:
+            if kept is None:
                 kept, origin = list(msgs[:i]), list(range(i))
-            if m.role == "system":
+            if role == "system":
                 systems += 1
                 continue
             if keep is not None:
-                if not keep and m.role != "tool":
+                if not keep and role != "tool":
                     removed.append(i)
                     continue
                 m = replace(m, parts=tuple(keep))
-        if kept is not None and origin is not None:
+        if kept is not None:
             kept.append(m)
             origin.append(i)
     if irregular or pending:
         out, repair = normalize_history(msgs if kept is None else kept)
-        if origin is not None and repair != _NO_REPAIR:
+        if kept is not None and repair != _NO_REPAIR:
             repair = _remap(repair, origin)
     else:
         out = list(msgs) if kept is None else kept

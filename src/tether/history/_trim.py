@@ -48,8 +48,8 @@ def _as_list(history: Iterable[Message]) -> list[Message] | tuple[Message, ...]:
     return history if isinstance(history, list | tuple) else list(history)
 
 
-def _results_cut(msgs: Sequence[Message], start: int, at: int) -> bool:
-    """Whether results of the calls of the assistant message at ``at`` lie before ``start``.
+def _results_cut(msgs: Sequence[Message], at: int) -> bool:
+    """Whether results of the calls of the assistant message at ``at`` lie before it.
 
     Only calls left unanswered by the tool messages right after it are looked for, so a
     normalized history never pays for the scan of the cut part."""
@@ -61,7 +61,7 @@ def _results_cut(msgs: Sequence[Message], start: int, at: int) -> bool:
     if not ids:
         return False
     return any(
-        type(r) is ToolResult and r.call_id in ids for m in msgs[:start] if m.role == "tool" for r in m.parts
+        type(r) is ToolResult and r.call_id in ids for m in msgs[:at] if m.role == "tool" for r in m.parts
     )
 
 
@@ -78,7 +78,7 @@ def _opening(msgs: Sequence[Message], start: int) -> int:
             return i
         # An assistant turn can open unless results of its calls would be cut (they lie before
         # it): then it and its block go too. A normalized history never has that.
-        if role == "assistant" and not _results_cut(msgs, i, i):
+        if role == "assistant" and not _results_cut(msgs, i):
             return i
         i += 1
     raise HistoryError(

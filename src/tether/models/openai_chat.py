@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -76,7 +76,8 @@ class OpenAIChatModel:
 
     ``client`` may be a ready ``openai.AsyncOpenAI``; otherwise one is created on first use from
     ``api_key`` (default ``OPENAI_API_KEY``; servers given by ``base_url`` need none), ``base_url``,
-    ``http_client`` and ``max_retries`` (the SDK's retry policy). ``profile`` overrides the declared
+    ``http_client``, ``max_retries`` (the SDK's retry policy) and ``default_headers`` (sent with every
+    request). ``profile`` overrides the declared
     capability profile. ``stream_usage`` asks for the final usage chunk when streaming.
     """
 
@@ -90,6 +91,7 @@ class OpenAIChatModel:
         client: openai.AsyncOpenAI | None = None,
         http_client: httpx2.AsyncClient | None = None,
         max_retries: int = 2,
+        default_headers: Mapping[str, str] | None = None,
         profile: Profile | None = None,
         stream_usage: bool = True,
     ) -> None:
@@ -103,6 +105,7 @@ class OpenAIChatModel:
         self._client = client
         self._http_client = http_client
         self._max_retries = max_retries
+        self._headers = dict(default_headers) if default_headers else None
         self._stream_usage = stream_usage
 
     @property
@@ -128,6 +131,7 @@ class OpenAIChatModel:
                 base_url=self._base_url,
                 http_client=self._http_client,
                 max_retries=self._max_retries,
+                default_headers=self._headers,
             )
         return self._client
 
