@@ -74,8 +74,10 @@ def to_pydantic_ai(history: list[Message]) -> list[Any]:
         elif m.role == "tool":
             out.append(
                 pm.ModelRequest(
-                    parts=[pm.ToolReturnPart(tool_name=r.name, content=r.text, tool_call_id=r.call_id)
-                           for r in m.tool_results]
+                    parts=[
+                        pm.ToolReturnPart(tool_name=r.name, content=r.text, tool_call_id=r.call_id)
+                        for r in m.tool_results
+                    ]
                 )
             )
         else:
@@ -114,21 +116,29 @@ def main() -> None:
         repeat = max(3, 20_000 // n)
         rows: dict[str, tuple[float, float]] = {}
         data = tether.dumps(history)
-        rows["tether"] = (best_of(lambda: tether.dumps(history), repeat),
-                          best_of(lambda: tether.loads(data), repeat))
+        rows["tether"] = (
+            best_of(lambda: tether.dumps(history), repeat),
+            best_of(lambda: tether.loads(data), repeat),
+        )
         fdata = floor_enc.encode(floor)
-        rows["msgspec"] = (best_of(lambda: floor_enc.encode(floor), repeat),
-                           best_of(lambda: floor_dec.decode(fdata), repeat))
+        rows["msgspec"] = (
+            best_of(lambda: floor_enc.encode(floor), repeat),
+            best_of(lambda: floor_dec.decode(fdata), repeat),
+        )
         pdata = ModelMessagesTypeAdapter.dump_json(pai)
-        rows["pydantic-ai"] = (best_of(lambda: ModelMessagesTypeAdapter.dump_json(pai), max(3, repeat // 5)),
-                               best_of(lambda: ModelMessagesTypeAdapter.validate_json(pdata), max(3, repeat // 5)))
+        rows["pydantic-ai"] = (
+            best_of(lambda: ModelMessagesTypeAdapter.dump_json(pai), max(3, repeat // 5)),
+            best_of(lambda: ModelMessagesTypeAdapter.validate_json(pdata), max(3, repeat // 5)),
+        )
         for name, (enc, dec) in rows.items():
             print(f"{n:>7} {name:<12} {enc / n * 1e6:>14.2f} {dec / n * 1e6:>14.2f}")
         t_enc, t_dec = rows["tether"]
         f_enc, f_dec = rows["msgspec"]
         p_enc, p_dec = rows["pydantic-ai"]
-        print(f"{n:>7} ratios: tether/floor encode {t_enc / f_enc:.2f}x decode {t_dec / f_dec:.2f}x; "
-              f"pydantic-ai/tether encode {p_enc / t_enc:.1f}x decode {p_dec / t_dec:.1f}x")
+        print(
+            f"{n:>7} ratios: tether/floor encode {t_enc / f_enc:.2f}x decode {t_dec / f_dec:.2f}x; "
+            f"pydantic-ai/tether encode {p_enc / t_enc:.1f}x decode {p_dec / t_dec:.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -12,10 +12,29 @@ import random
 
 from tether import Message, Reasoning, Text, ToolCall, ToolResult, assistant, tool, user
 
-WORDS = (
-    "tether keeps history durable repairable agents call tools results reasoning signature "
-    "conversation model provider store append load budget trim sanitize normalize"
-).split()
+WORDS = [
+    "tether",
+    "keeps",
+    "history",
+    "durable",
+    "repairable",
+    "agents",
+    "call",
+    "tools",
+    "results",
+    "reasoning",
+    "signature",
+    "conversation",
+    "model",
+    "provider",
+    "store",
+    "append",
+    "load",
+    "budget",
+    "trim",
+    "sanitize",
+    "normalize",
+]
 
 
 def _words(rng: random.Random, size: int) -> str:
@@ -30,11 +49,8 @@ def _words(rng: random.Random, size: int) -> str:
 
 def _arguments(rng: random.Random) -> str:
     # ~200 bytes of JSON object text
-    return '{"query": "%s", "limit": %d, "filters": {"kind": "%s"}}' % (
-        _words(rng, 140),
-        rng.randint(1, 50),
-        rng.choice(WORDS),
-    )
+    query, limit, kind = _words(rng, 140), rng.randint(1, 50), rng.choice(WORDS)
+    return f'{{"query": "{query}", "limit": {limit}, "filters": {{"kind": "{kind}"}}}}'
 
 
 def conversation(n: int, seed: int = 0) -> list[Message]:
@@ -58,9 +74,7 @@ def conversation(n: int, seed: int = 0) -> list[Message]:
             ]
             parts.extend(calls)
             out.append(assistant(*parts, model="bench-model", stop_reason="tool_calls"))
-            out.append(
-                tool(*(ToolResult(c.id or "", c.name, (Text(_words(rng, 1000)),)) for c in calls))
-            )
+            out.append(tool(*(ToolResult(c.id or "", c.name, (Text(_words(rng, 1000)),)) for c in calls)))
         size = 500 if rng.random() < 0.1 else 120
         out.append(assistant(_words(rng, size), model="bench-model", stop_reason="stop"))
     return out[:n]

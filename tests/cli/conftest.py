@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ._cli_support import Invoke
 from typer.testing import CliRunner, Result
 
 from tether import ToolCall, ToolResult, assistant, dumps, tool, user
 from tether.cli import app
+
+from ._cli_support import Invoke
 
 
 @pytest.fixture

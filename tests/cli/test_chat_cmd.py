@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from ._cli_support import Invoke, assert_one_line_error
 from rich.console import Console
 
 from tether import loads, user
@@ -20,6 +19,8 @@ from tether.history import approximate_counter, budget_history, check_history
 from tether.models import PROVIDERS
 from tether.models.testing import TestModel
 from tether.stores import ConversationInfo, Loaded, SQLiteStore
+
+from ._cli_support import Invoke, assert_one_line_error
 
 OWNER = "local"
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ._cli_support import Invoke
-
 from tether import loads
 from tether.history import check_history
+
+from ._cli_support import Invoke
 
 
 def test_demo_chains_and_forks_runs(invoke: Invoke) -> None:

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import yaml
-from ._cli_support import Invoke, assert_one_line_error
 
 from tether import Image, ToolCall, ToolResult, assistant, dumps, loads, system, tool, user
 from tether.history import check_history
+
+from ._cli_support import Invoke, assert_one_line_error
 
 
 def test_check_reports_repairs_and_exits_1(invoke: Invoke, dangling_file: Path) -> None:

@@ -8,10 +8,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from ._cli_support import Invoke, assert_one_line_error
 
 from tether import Reasoning, ToolCall, ToolResult, assistant, loads, tool, user
 from tether.stores import SQLiteStore
+
+from ._cli_support import Invoke, assert_one_line_error
 
 OWNER = "local"
 

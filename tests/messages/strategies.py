@@ -48,9 +48,7 @@ reasonings = st.builds(
     provider=opt_text,
     provider_id=opt_text,
 )
-usages = st.builds(
-    Usage, *(st.integers(min_value=0, max_value=2**40) for _ in range(5))
-)
+usages = st.builds(Usage, *(st.integers(min_value=0, max_value=2**40) for _ in range(5)))
 
 _parts_by_role = {
     "system": texts,

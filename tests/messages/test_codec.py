@@ -79,18 +79,30 @@ def test_accepts_str_and_memoryview() -> None:
 @pytest.mark.parametrize(
     ("data", "path", "fragment"),
     [
-        (b'[{"role":"user"},{"role":"user","parts":[{"type":"text","text":"a"},{"type":"video"}]}]',
-         "$[1].parts[1].type", "'video'"),
+        (
+            b'[{"role":"user"},{"role":"user","parts":[{"type":"text","text":"a"},{"type":"video"}]}]',
+            "$[1].parts[1].type",
+            "'video'",
+        ),
         (b'[{"role":"user","parts":[{"type":"text"}]}]', "$[0].parts[0]", "missing required field `text`"),
         (b'[{"role":"user","parts":[{"type":"text","text":5}]}]', "$[0].parts[0].text", "Expected `str`"),
         (b'[{"role":"wizard"}]', "$[0].role", "'wizard'"),
         (b'[{"parts":[]}]', "$[0]", "`role`"),
-        (b'[{"role":"user","parts":[{"type":"tool-call","id":"c","name":"f"}]}]',
-         "$[0].parts[0]", "not allowed in a user message"),
-        (b'[{"role":"user","parts":[{"type":"image","mediaType":"image/png"}]}]',
-         "$[0].parts[0]", "exactly one of data or url"),
-        (b'[{"role":"user","parts":[{"type":"image","data":"***","mediaType":"image/png"}]}]',
-         "$[0].parts[0].data", "base64"),
+        (
+            b'[{"role":"user","parts":[{"type":"tool-call","id":"c","name":"f"}]}]',
+            "$[0].parts[0]",
+            "not allowed in a user message",
+        ),
+        (
+            b'[{"role":"user","parts":[{"type":"image","mediaType":"image/png"}]}]',
+            "$[0].parts[0]",
+            "exactly one of data or url",
+        ),
+        (
+            b'[{"role":"user","parts":[{"type":"image","data":"***","mediaType":"image/png"}]}]',
+            "$[0].parts[0].data",
+            "base64",
+        ),
         (b'{"role":"user"}', "$", "Expected `array`"),
         (b'[{"role":"assistant","usage":{"inputTokens":"x"}}]', "$[0].usage.inputTokens", "Expected `int`"),
         (b'[{"role":', "$", "not valid JSON"),

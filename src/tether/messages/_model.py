@@ -7,7 +7,7 @@ tuples. The JSON shape is the durable contract described in docs/adr/0001-messag
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -134,16 +134,16 @@ class ToolResult(_Part, frozen=True, tag="tool-result"):
     synthesized: bool = False
 
     def __post_init__(self) -> None:
-        content: Any = self.content
-        if type(content) is tuple:
-            for item in content:  # the decode path: msgspec already built typed parts
+        given: Any = self.content
+        if type(given) is tuple:
+            for item in cast(tuple[object, ...], given):  # decode path: msgspec built typed parts
                 if type(item) not in _RESULT_PART_TYPES:
                     break
             else:
                 return
-        if isinstance(content, str):
-            content = (content,)
-        content = tuple(Text(c) if isinstance(c, str) else c for c in content)
+        if isinstance(given, str):
+            given = (given,)
+        content = tuple(Text(c) if isinstance(c, str) else c for c in cast("tuple[object, ...]", given))
         for item in content:
             if type(item) not in _RESULT_PART_TYPES:
                 raise UserError(

@@ -28,6 +28,7 @@ from tether.models._base import (  # noqa: E402
 )
 from tether.models.wire._common import check_content  # noqa: E402
 from tether.models.wire.openai_responses import (  # noqa: E402
+    REASONING_FAMILIES,
     StreamAccumulator,
     decode_response,
     default_profile,
@@ -35,7 +36,12 @@ from tether.models.wire.openai_responses import (  # noqa: E402
     encode_tools,
 )
 
-__all__ = ["OpenAIResponsesModel"]
+__all__ = ["PROFILES", "OpenAIResponsesModel"]
+
+PROFILES: tuple[Profile, ...] = (
+    default_profile(""),  # any non-reasoning model: reasoning items are never sent
+    *(default_profile(family) for family in REASONING_FAMILIES),
+)
 
 _PROVIDER_LABEL = "openai"
 

@@ -3,8 +3,8 @@ the reasoning replay policy. Pure functions, no SDK imports."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 

@@ -44,6 +44,7 @@ from tether.models.wire._openai_responses_decode import (
 
 __all__ = [
     "PROVIDER",
+    "REASONING_FAMILIES",
     "StreamAccumulator",
     "decode_messages",
     "decode_response",
@@ -52,7 +53,7 @@ __all__ = [
     "encode_tools",
 ]
 
-_REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5", "codex")
+REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5", "codex")
 
 Item = dict[str, Any]
 
@@ -60,8 +61,8 @@ Item = dict[str, Any]
 def default_profile(model: str = "") -> Profile:
     """The capability profile for a Responses model name. Reasoning models replay their own
     reasoning (same provider); other models never receive reasoning items."""
-    reasoning = model.startswith(_REASONING_FAMILIES)
-    family = next((f for f in _REASONING_FAMILIES if model.startswith(f)), model.split("-", 1)[0])
+    reasoning = model.startswith(REASONING_FAMILIES)
+    family = next((f for f in REASONING_FAMILIES if model.startswith(f)), model.split("-", 1)[0])
     return Profile(
         provider=PROVIDER,
         family=family,
