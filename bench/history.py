@@ -138,10 +138,9 @@ def main(argv: list[str]) -> None:
     print()
     print("ratios (lower is better for x / loads; higher is better for lc / budget)")
     for name in ("normalize", "sanitize", "budget cold", "budget warm", "trim"):
-        print(
-            f"{name + ' / loads':<26}"
-            + "".join(f"{results[n][name] / results[n]['loads']:>10.2f}" for n in sizes)
-        )
+        for ref in ("loads", "loads (gc off)"):
+            label = f"{name} / {ref}"
+            print(f"{label:<32}" + "".join(f"{results[n][name] / results[n][ref]:>10.2f}" for n in sizes))
     if "lc trim_messages" in names:
         for name in ("budget cold", "budget warm"):
             print(

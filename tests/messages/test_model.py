@@ -105,3 +105,9 @@ def test_partial_is_frozen() -> None:
     p = tether.Partial((), (), Usage(), 0, 0, "r", "c")
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.requests = 2  # type: ignore[misc]
+
+
+def test_args_and_truncated_agree_on_json_msgspec_cannot_hold() -> None:
+    call = ToolCall("c", "f", '{"big": 1e400}')
+    assert not call.truncated
+    assert call.args()["big"] == float("inf")

@@ -7,6 +7,7 @@ tuples. The JSON shape is the durable contract described in docs/adr/0001-messag
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, TypeAlias, cast
 
 import msgspec
@@ -115,9 +116,17 @@ class ToolCall(_Part, frozen=True, tag="tool-call"):
         try:
             return _json_object_decoder.decode(self.arguments)
         except (msgspec.DecodeError, RecursionError) as exc:
-            raise DecodeError(
-                f"arguments of tool call {self.id!r} ({self.name}) are not a JSON object: {exc}"
-            ) from None
+            problem = str(exc)
+        if not self.truncated:  # valid JSON msgspec cannot hold (e.g. 1e400): agree with .truncated
+            try:
+                value = json.loads(self.arguments)
+            except (ValueError, RecursionError):
+                value = None
+            if isinstance(value, dict):
+                return cast(dict[str, Any], value)
+        raise DecodeError(
+            f"arguments of tool call {self.id!r} ({self.name}) are not a JSON object: {problem}"
+        )
 
 
 ResultPart: TypeAlias = Text | Image | Document
