@@ -10,8 +10,17 @@ Rows (µs per tether message, best of several runs, GC on unless said):
   normalize        normalize_history (a valid history: nothing to repair)
   sanitize         sanitize_history (limits raised to fit 100k messages)
   budget cold      budget_history(approximate_counter(), half the tokens), a fresh processor
-  budget warm      the same processor again (counts cached per message)
+  budget warm      the same processor again, same message objects (counts cached by identity)
+  budget reloaded  the same processor on an equal history decoded again from JSON (the server
+                   case: a history loaded per request). The approximate rule is cheaper than a
+                   lookup by content, so this processor recounts (see BudgetHistory)
+  tiktoken cold    budget_history(tiktoken_counter(), half the tokens), a fresh processor
+  tiktoken reload  a warmed tiktoken processor on an equal history decoded again from JSON
+                   (cache_size=n: the default 10,000 keeps at least the 5,000 used last, less
+                   than the half of a 100k history the budget keeps)
   trim             trim_history(half the messages)
+  trim hostile     trim_history(n - 1) on n messages built to defeat the boundary: every
+                   assistant turn has its result before it, so nothing can open (HistoryError)
   lc trim_messages langchain_core trim_messages(strategy="last", start_on="human",
                    token_counter=count_tokens_approximately, max_tokens=half its own count),
                    on the same conversation converted to LangChain messages beforehand
@@ -27,13 +36,14 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.generator import conversation
-from tether import Message, Text, ToolCall, ToolResult, dumps, loads
+from tether import HistoryError, Message, Text, ToolCall, ToolResult, assistant, dumps, loads, tool, user
 from tether.history import (
     SanitizeLimits,
     approximate_counter,
     budget_history,
     normalize_history,
     sanitize_history,
+    tiktoken_counter,
     trim_history,
 )
 
@@ -80,6 +90,23 @@ def to_langchain(history: list[Message]) -> list[Any]:
     return out
 
 
+def hostile(n: int) -> list[Message]:
+    """``n`` messages where every assistant call is answered only before the call."""
+    out = [user("q")]
+    for i in range((n - 1) // 2):
+        out.append(tool(ToolResult(f"c{i}", "f", (Text("r"),))))
+        out.append(assistant(ToolCall(f"c{i}", "f")))
+    return out
+
+
+def trim_hostile(history: list[Message]) -> None:
+    try:
+        trim_history(len(history) - 1)(history)
+    except HistoryError:
+        return
+    raise AssertionError("the hostile history was expected to leave nothing that can open")
+
+
 def measure(n: int) -> dict[str, float]:
     """µs per tether message for every row at size ``n``."""
     history = conversation(n)
@@ -90,6 +117,13 @@ def measure(n: int) -> dict[str, float]:
     half_tokens = sum(counter(m) for m in history) // 2
     warm = budget_history(counter, half_tokens)
     kept = warm(history)
+    copies = iter([loads(data) for _ in range(repeat)])
+    exact = tiktoken_counter()
+    exact_half = sum(exact(m) for m in history) // 2
+    exact_warm = budget_history(exact, exact_half, cache_size=len(history))
+    exact_warm(history)
+    exact_copies = iter([loads(data) for _ in range(repeat)])
+    bad = hostile(n)
     rows: dict[str, float] = {
         "loads": best(lambda: loads(data), repeat),
         "loads (gc off)": best(lambda: loads(data), repeat, collector=False),
@@ -97,7 +131,11 @@ def measure(n: int) -> dict[str, float]:
         "sanitize": best(lambda: sanitize_history(history, limits=LIMITS), repeat),
         "budget cold": best(lambda: budget_history(counter, half_tokens)(history), repeat),
         "budget warm": best(lambda: warm(history), repeat),
+        "budget reloaded": best(lambda: warm(next(copies)), repeat),
+        "tiktoken cold": best(lambda: budget_history(exact, exact_half)(history), repeat),
+        "tiktoken reload": best(lambda: exact_warm(next(exact_copies)), repeat),
         "trim": best(lambda: trim_history(len(history) // 2)(history), repeat),
+        "trim hostile": best(lambda: trim_hostile(bad), repeat),
     }
     try:
         from langchain_core.messages import trim_messages
@@ -137,12 +175,17 @@ def main(argv: list[str]) -> None:
         print(f"{name:<18}" + "".join(f"{results[n].get(name, float('nan')):>12.3f}" for n in sizes))
     print()
     print("ratios (lower is better for x / loads; higher is better for lc / budget)")
-    for name in ("normalize", "sanitize", "budget cold", "budget warm", "trim"):
+    for name in ("normalize", "sanitize", "budget cold", "budget warm", "budget reloaded", "trim"):
         for ref in ("loads", "loads (gc off)"):
             label = f"{name} / {ref}"
             print(f"{label:<32}" + "".join(f"{results[n][name] / results[n][ref]:>10.2f}" for n in sizes))
+    label = "tiktoken cold / reload"
+    print(
+        f"{label:<32}"
+        + "".join(f"{results[n]['tiktoken cold'] / results[n]['tiktoken reload']:>10.1f}" for n in sizes)
+    )
     if "lc trim_messages" in names:
-        for name in ("budget cold", "budget warm"):
+        for name in ("budget cold", "budget warm", "budget reloaded", "tiktoken reload"):
             print(
                 f"{'lc / ' + name:<32}"
                 + "".join(f"{results[n]['lc trim_messages'] / results[n][name]:>10.1f}" for n in sizes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether import ApprovalError, ToolCall, assistant, dumps, loads, new_id
+from tether import ApprovalError, ToolCall, UserError, assistant, dumps, loads, new_id
 from tether.agent import Agent, Approve, DeferredResults, Deny, ExternalResult, Tool
 from tether.history import check_history
 
@@ -184,3 +184,70 @@ def test_short_secret_rejected() -> None:
 
     with pytest.raises(UserError, match="16 bytes"):
         Agent(Script().model, approval_secret="short")
+
+
+@pytest.mark.parametrize("decision", [Approve(123), Deny("no", 7), "approve", None])  # type: ignore[arg-type]
+async def test_malformed_decisions_are_rejected_as_approval_errors(decision: object) -> None:
+    script = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "never")
+    agent, first = await _deferred_run(script)
+    with pytest.raises(ApprovalError, match="'c1' \\(transfer\\)") as info:
+        await agent.run(history=first.messages, deferred=DeferredResults(approvals={"c1": decision}))  # type: ignore[dict-item]
+    assert info.value.stage == "approval"
+    assert executed == []
+
+
+async def test_malformed_deferred_results_are_rejected() -> None:
+    script = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "never")
+    agent, first = await _deferred_run(script)
+    with pytest.raises(UserError, match="DeferredResults, not dict"):
+        await agent.run(history=first.messages, deferred={"c1": True})  # type: ignore[arg-type]
+    with pytest.raises(ApprovalError, match="approvals must be a mapping"):
+        await agent.run(history=first.messages, deferred=DeferredResults(approvals=[("c1", True)]))  # type: ignore[arg-type]
+    assert executed == []
+
+
+@pytest.mark.parametrize("decision", ["approve", None, 1])
+async def test_without_secret_only_real_decisions_are_accepted(decision: object) -> None:
+    script = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "never")
+    agent, first = await _deferred_run(script, secret=None)
+    with pytest.raises(ApprovalError, match="must be Approve, Deny, True or False"):
+        await agent.run(history=first.messages, deferred=DeferredResults(approvals={"c1": decision}))  # type: ignore[dict-item]
+    assert executed == []
+
+
+async def test_forged_approval_fails_before_instructions_and_repair() -> None:
+    script = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "never")
+    dynamic_calls: list[str] = []
+
+    def dynamic(ctx: object) -> str:
+        dynamic_calls.append("called")
+        return "dynamic"
+
+    agent = Agent(
+        script.model,
+        tools=[Tool(transfer, requires_approval=True)],
+        approval_secret=SECRET,
+        instructions_fn=dynamic,
+    )
+    first = await agent.run("pay bob")
+    assert dynamic_calls == ["called"]
+    with pytest.raises(ApprovalError, match="does not match"):
+        await agent.run(
+            history=first.messages, deferred=DeferredResults(approvals={"c1": Approve("v1.forged")})
+        )
+    assert dynamic_calls == ["called"]  # the forged decision failed before instructions_fn ran
+    assert executed == []
+
+
+async def test_pending_turn_with_duplicate_ids_is_rejected() -> None:
+    script = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "never")
+    agent, first = await _deferred_run(script, secret=None)
+    twice = assistant(
+        ToolCall("c1", "transfer", '{"amount": 5, "to": "bob"}'),
+        ToolCall("c1", "transfer", '{"amount": 5, "to": "bob"}'),
+    )
+    with pytest.raises(ApprovalError, match="sharing one"):
+        await agent.run(
+            history=[*first.messages[:-1], twice], deferred=DeferredResults(approvals={"c1": True})
+        )
+    assert executed == []

@@ -7,8 +7,19 @@ from collections.abc import Sequence
 
 import pytest
 
-from tether import MaxStepsError, Message, RunCanceled, ToolCall, ToolResult, assistant, new_id, tool, user
-from tether.agent import STEP_LIMIT_TEXT, Agent, ToolCanceled
+from tether import (
+    MaxStepsError,
+    Message,
+    RunCanceled,
+    ToolCall,
+    ToolError,
+    ToolResult,
+    assistant,
+    new_id,
+    tool,
+    user,
+)
+from tether.agent import CANCELED_WHILE_RUNNING_TEXT, STEP_LIMIT_TEXT, Agent, Tool, ToolCanceled
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models.testing import FunctionInfo, FunctionModel
 
@@ -124,8 +135,8 @@ async def test_tool_canceled_keeps_earlier_results_and_closes_the_rest() -> None
     results = partial.messages[-1].tool_results
     assert [(r.call_id, r.text, r.synthesized) for r in results] == [
         ("c1", "quick done", False),
-        ("c2", INTERRUPTED_TEXT, True),
-        ("c3", INTERRUPTED_TEXT, True),
+        ("c2", "stopped: this call canceled the run (user pressed stop); no result was produced", True),
+        ("c3", CANCELED_WHILE_RUNNING_TEXT, True),  # it was running: never "interrupted before execution"
     ]
     assert check_history(partial.messages) == []
     assert partial.tool_executions == 1
@@ -180,9 +191,6 @@ async def test_failure_mid_batch_resumes_with_repair() -> None:
         raise RuntimeError("disk on fire")
 
     script = Script(calls(("c1", "_noop", "{}"), ("c2", "boom", "{}")))
-    from tether import ToolError
-    from tether.agent import Tool
-
     agent = Agent(script.model, tools=[_noop, Tool(boom, propagate=True)])
     with pytest.raises(ToolError) as info:
         await agent.run("go")
@@ -197,3 +205,33 @@ async def test_failure_mid_batch_resumes_with_repair() -> None:
         ToolResult("c1", "_noop", INTERRUPTED_TEXT, synthesized=True),
         ToolResult("c2", "boom", INTERRUPTED_TEXT, synthesized=True),
     )
+
+
+async def test_cancellation_while_a_side_effect_runs_closes_the_batch_as_unknown() -> None:
+    entered = asyncio.Event()
+
+    async def charge(amount: int) -> str:
+        entered.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    async def quick() -> str:
+        return "quick done"
+
+    script = Script(calls(("c1", "quick", "{}"), ("c2", "charge", '{"amount": 1}')))
+    agent = Agent(script.model, tools=[quick, Tool(charge, idempotent=False)])
+    task = asyncio.ensure_future(agent.run("go"))
+    await asyncio.wait_for(entered.wait(), 5)
+    task.cancel()
+    with pytest.raises(RunCanceled) as info:
+        await task
+    partial = info.value.partial
+    assert partial is not None
+    results = partial.messages[-1].tool_results
+    assert [(r.call_id, r.text) for r in results] == [
+        ("c1", "quick done"),
+        ("c2", CANCELED_WHILE_RUNNING_TEXT),
+    ]
+    assert partial.tool_executions == 1
+    resumed = await Agent(Script("ok").model).run("continue", history=partial.messages)
+    assert not resumed.repair.changed  # nothing left for repair to call "interrupted before execution"

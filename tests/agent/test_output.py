@@ -129,3 +129,20 @@ async def test_test_model_produces_schema_valid_output() -> None:
     assert result.tool_executions == 1
     fixed = await Agent(TestModel(output_args={"city": "Rome", "celsius": 20}), output_type=Weather).run("go")
     assert fixed.output == Weather("Rome", 20)
+
+
+async def test_final_output_in_the_last_allowed_step_is_accepted() -> None:
+    script = Script(calls(("o1", OUTPUT_TOOL, '{"city": "Oslo", "celsius": 1}')))
+    result = await Agent(script.model, output_type=Weather, max_steps=1).run("go")
+    assert result.output == Weather("Oslo", 1)
+    assert result.requests == 1
+    assert check_history(result.messages) == []
+
+
+async def test_invalid_final_output_in_the_last_allowed_step_hits_the_limit() -> None:
+    script = Script(calls(("o1", OUTPUT_TOOL, '{"city": 3}')))
+    with pytest.raises(MaxStepsError) as info:
+        await Agent(script.model, output_type=Weather, max_steps=1, retries=3).run("go")
+    partial = info.value.partial
+    assert partial is not None
+    assert check_history(partial.messages) == []

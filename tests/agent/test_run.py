@@ -337,3 +337,66 @@ async def test_bad_input_is_a_typed_error_naming_where() -> None:
 
 def test_model_given_as_a_string() -> None:
     assert Agent("test").run_sync("hi").output == "success (no tool calls)"
+
+
+async def test_no_prompt_history_that_ends_answered_after_repair_is_rejected() -> None:
+    script = Script("should not be called")
+    history = [user("q"), assistant("done"), tool(ToolResult("ghost", "lookup", "orphan"))]
+    with pytest.raises(HistoryError, match="finished assistant answer"):
+        await Agent(script.model).run(history=history)
+    assert script.seen == []
+
+
+def _duplicate_turn(messages: Sequence[Message], info: FunctionInfo) -> ModelResponse:
+    turn = assistant(
+        ToolCall("d", "echo", '{"word": "one"}'),
+        ToolCall("d", "echo", '{"word": "two"}'),
+        ToolCall("d", "echo", '{"word": "one"}'),
+        ToolCall(None, "echo", '{"word": "three"}'),
+        ToolCall(None, "echo", '{"word": "three"}'),
+    )
+    return ModelResponse(turn, "tool_calls", Usage())
+
+
+async def test_duplicate_and_missing_call_ids_keep_the_history_paired() -> None:
+    ran: list[str] = []
+
+    def echo(word: str) -> str:
+        ran.append(word)
+        return word
+
+    script = Script(_duplicate_turn, "done")
+    result = await Agent(script.model, tools=[echo]).run("go", run_id="run-1")
+    assert check_history(result.messages) == []
+    turn = result.messages[1]
+    ids = [c.id for c in turn.tool_calls]
+    assert len(ids) == len(set(ids)) == 4  # the exact repeat of ("d", echo, one) was dropped
+    assert all(ids)
+    assert ids[0] == "d"
+    assert sorted(ran) == ["one", "three", "three", "two"]
+    results = result.messages[2].tool_results
+    assert [r.call_id for r in results] == ids
+    assert [r.text for r in results] == ["one", "two", "three", "three"]
+    # the fresh ids are deterministic: the same run id gives the same ids
+    again = await Agent(Script(_duplicate_turn, "done").model, tools=[echo]).run("go", run_id="run-1")
+    assert [c.id for c in again.messages[1].tool_calls] == ids
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"history": None},
+        {"history": [user("a"), "not a message"]},
+        {"history": 5},
+        {"deferred": {"c1": True}},
+        {"tools": 5},
+        {"tools": "lookup"},
+        {"run_id": 7},
+        {"conversation_id": ""},
+    ],
+)
+async def test_bad_run_arguments_raise_typed_errors(kwargs: dict[str, object]) -> None:
+    from tether import UserError
+
+    with pytest.raises(UserError):
+        await Agent(Script("x").model).run("go", **kwargs)  # type: ignore[arg-type]

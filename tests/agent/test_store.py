@@ -7,6 +7,7 @@ side-effecting tool runs.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -21,8 +22,19 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tether import ConflictError, Message, ModelError, RunError, ToolCall, ToolResult, assistant, tool, user
-from tether.agent import UNKNOWN_OUTCOME_TEXT, Agent, Tool
+from tether import (
+    ConflictError,
+    Message,
+    ModelError,
+    RunCanceled,
+    RunError,
+    ToolCall,
+    ToolResult,
+    assistant,
+    tool,
+    user,
+)
+from tether.agent import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT, Agent, Tool, ToolCanceled
 from tether.agent._store import ledger_closures
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models.testing import FunctionInfo, FunctionModel
@@ -290,3 +302,33 @@ def test_ledger_closures_for_finished_and_answered_effects() -> None:
     assert result.synthesized
     assert "finished with a failure" in result.text
     assert message.run_id is None
+
+
+async def test_tool_canceled_closes_a_started_side_effect_as_unknown(store: Store) -> None:
+    entered = asyncio.Event()
+
+    async def charge(amount: int) -> str:
+        entered.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    async def stop() -> str:
+        await entered.wait()
+        raise ToolCanceled("user pressed stop")
+
+    script = Script(calls(("c1", "charge", '{"amount": 3}'), ("c2", "stop", "{}")), "after")
+    agent = Agent(script.model, tools=[Tool(charge, idempotent=False), stop])
+    with pytest.raises(RunCanceled) as info:
+        await agent.run("pay", store=store, owner="o", conversation_id="conv")
+    partial = info.value.partial
+    assert partial is not None
+    results = {r.call_id: r for r in partial.messages[-1].tool_results}
+    assert results["c1"].text == CANCELED_WHILE_RUNNING_TEXT
+    assert "interrupted before execution" not in results["c1"].text
+    assert results["c1"].synthesized
+    assert "user pressed stop" in results["c2"].text
+    assert "interrupted before execution" not in results["c2"].text
+    stored = await store.load("o", "conv")
+    assert stored.messages == partial.messages
+    assert check_history(stored.messages) == []
+    assert await store.pending_tool_effects("o", "conv") == []

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
+from msgspec.structs import replace
 
 from tether import Message, Reasoning, RunCanceled, Text, ToolCall, ToolError, assistant
 from tether.agent import (
@@ -34,16 +35,27 @@ async def test_stream_events_and_final_result_match_run() -> None:
     )
     streamed = Agent(Script(*replies).model, tools=[double])
     events = []
-    async with streamed.run_stream("go") as stream:
+    async with streamed.run_stream("go", run_id="r1", conversation_id="conv") as stream:
         async for event in stream:
             events.append(event)
     final = events[-1]
     assert isinstance(final, RunCompleted)
     result = final.result
     assert stream.result is result
-    plain = await Agent(Script(*replies).model, tools=[double]).run("go")
-    assert [m.parts for m in result.messages] == [m.parts for m in plain.messages]
+    plain = await Agent(Script(*replies).model, tools=[double]).run("go", run_id="r1", conversation_id="conv")
+    # the same ids were given, so everything must match, message metadata included
+    assert result.messages == plain.messages
+    assert result.new_messages == plain.new_messages
+    assert (result.usage, result.requests, result.tool_executions) == (
+        plain.usage,
+        plain.requests,
+        plain.tool_executions,
+    )
+    assert (result.run_id, result.conversation_id, result.deferred) == ("r1", "conv", None)
     assert result.output == plain.output == "the answer is 42"
+    # with fresh ids the results differ only in the ids stamped on the new messages
+    fresh = await Agent(Script(*replies).model, tools=[double]).run("go")
+    assert [replace(m, run_id="r1", conversation_id="conv") for m in fresh.messages] == list(plain.messages)
     assert result.messages[2].tool_results[0].text == "42"  # tool results appended inside the run
     assert {(e.run_id, e.conversation_id) for e in events} == {(result.run_id, result.conversation_id)}
     text = "".join(e.text for e in events if isinstance(e, TextEvent))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import threading
-from typing import Any, Literal, TypedDict
+import uuid
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 import pydantic
@@ -14,7 +16,7 @@ import pytest
 from tether import Image, RunError, Text, ToolError, UserError
 from tether.agent import Agent, RunContext, Tool, function_tool
 from tether.history import check_history
-from tether.models.testing import schema_example
+from tether.models.testing import TestModel, schema_example
 
 from .scripts import Script, calls
 
@@ -356,3 +358,54 @@ async def test_reserved_output_tool_name() -> None:
 
 async def test_run_error_is_the_base_of_tool_errors() -> None:
     assert issubclass(ToolError, RunError)
+
+
+class Slot(pydantic.BaseModel):
+    start: datetime.datetime
+    room: str = pydantic.Field(pattern=r"^R[0-9]{3}$")
+    seats: int = pydantic.Field(ge=10, le=12)
+
+
+class Window(msgspec.Struct):
+    opens: datetime.time
+    closes: datetime.time | None = None
+
+
+async def test_test_model_calls_tools_with_typed_and_constrained_parameters() -> None:
+    seen: list[tuple[object, ...]] = []
+
+    def book(
+        when: datetime.datetime,
+        day: datetime.date,
+        ident: uuid.UUID,
+        count: Annotated[int, msgspec.Meta(ge=3, le=5)],
+        negative: Annotated[int, msgspec.Meta(lt=-100)],
+        code: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{2}\d{2}$", max_length=4)],
+        note: Annotated[str, msgspec.Meta(min_length=3, max_length=3)],
+        slot: Slot,
+        window: Window,
+        stamps: list[datetime.datetime],
+    ) -> str:
+        seen.append((when, day, ident, count, negative, code, note, slot, window, stamps))
+        return "booked"
+
+    result = await Agent(TestModel(), tools=[book]).run("book it")
+    assert result.tool_executions == 1
+    (tool_result,) = result.messages[2].tool_results
+    assert (tool_result.text, tool_result.failed) == ("booked", False)
+    (when, day, ident, count, negative, code, note, slot, window, stamps) = seen[0]
+    assert isinstance(when, datetime.datetime)
+    assert isinstance(day, datetime.date)
+    assert isinstance(ident, uuid.UUID)
+    assert count == 3
+    assert negative == -101
+    assert isinstance(code, str)
+    assert len(code) == 4
+    assert note == "aaa"
+    assert isinstance(slot, Slot)
+    assert slot.seats == 10
+    assert isinstance(window, Window)
+    assert isinstance(window.opens, datetime.time)
+    assert isinstance(stamps[0], datetime.datetime)
+    params = Agent(TestModel(), tools=[book]).tools[0].definition.parameters
+    assert params["properties"]["when"]["format"] == "date-time"

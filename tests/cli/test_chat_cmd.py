@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tether import loads, user
+from tether import assistant, loads, user
 from tether.agent import Agent
 from tether.cli._chat import ChatSession
 from tether.history import approximate_counter, budget_history, check_history
@@ -234,36 +234,57 @@ def test_default_database_is_in_the_user_data_dir(
     assert cid in listed.stdout
 
 
-async def test_a_turn_is_kept_when_another_session_appended_first(tmp_path: Path) -> None:
-    async with SQLiteStore(tmp_path / "chat.db") as store:
-        cid = await store.create(OWNER)
-        await store.append(OWNER, cid, [user("from this window")])
-        model = TestModel()
-        console = Console(file=io.StringIO(), width=120)
-        session = ChatSession(
-            agent=Agent(model),
-            model=model,
-            store=store,
-            owner=OWNER,
-            conversation_id=cid,
-            messages=[user("from this window")],
-            version=1,
-            exists=True,
-            console=console,
-            db_label="test",
-        )
-        await store.append(OWNER, cid, [user("from another window")])  # the other session wins
-        outcome = await session.send("hello")
-        assert outcome.error is None
-        stored = (await store.load(OWNER, cid)).messages
-        assert [m.text for m in stored if m.role == "user"] == [
-            "from this window",
-            "from another window",
-            "hello",
-        ]
-        assert session.version == len(stored) == 4
-        assert list(session.messages) == list(stored)
-        assert "changed in another session" in console.file.getvalue()  # type: ignore[attr-defined]
+def _session(store: SQLiteStore, loaded: Loaded, console: Console) -> ChatSession:
+    model = TestModel()
+    return ChatSession(
+        agent=Agent(model),
+        model=model,
+        store=store,
+        owner=OWNER,
+        conversation_id=loaded.conversation_id,
+        messages=list(loaded.messages),
+        version=loaded.version,
+        exists=True,
+        console=console,
+        db_label="test",
+    )
+
+
+async def test_a_conflicting_turn_goes_to_a_fork_and_never_interleaves(tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    # two windows on one database file, each with its own connection, both continuing one conversation
+    async with SQLiteStore(db) as first_store, SQLiteStore(db) as second_store:
+        cid = await first_store.create(OWNER)
+        await first_store.append(OWNER, cid, [user("shared question"), assistant("shared answer")])
+        out_a, out_b = io.StringIO(), io.StringIO()
+        window_a = _session(first_store, await first_store.load(OWNER, cid), Console(file=out_a, width=200))
+        window_b = _session(second_store, await second_store.load(OWNER, cid), Console(file=out_b, width=200))
+
+        assert (await window_b.send("from window b")).error is None  # B answers first
+        assert (await window_a.send("from window a")).error is None  # A's base is now stale
+
+        original = (await first_store.load(OWNER, cid)).messages
+        assert [m.text for m in original if m.role == "user"] == ["shared question", "from window b"]
+        assert len(original) == 4  # A's turn did not land after B's
+        assert window_a.conversation_id != cid
+        fork = await first_store.load(OWNER, window_a.conversation_id)
+        assert [m.text for m in fork.messages if m.role == "user"] == ["shared question", "from window a"]
+        assert fork.messages[:2] == original[:2]
+        assert all(m.conversation_id == window_a.conversation_id for m in fork.messages[2:])
+        assert check_history(list(fork.messages)) == []
+        info = await first_store.info(OWNER, window_a.conversation_id)
+        assert info.forked_from == (cid, 2)
+        assert (window_a.version, list(window_a.messages)) == (fork.version, list(fork.messages))
+        notice = [line for line in out_a.getvalue().splitlines() if "another session" in line]
+        assert len(notice) == 1, out_a.getvalue()
+        assert window_a.conversation_id in notice[0]
+
+        # the next turn in window A continues the fork without conflict; B keeps the original
+        assert (await window_a.send("again from a")).error is None
+        assert (await first_store.load(OWNER, window_a.conversation_id)).version == 6
+        assert (await window_b.send("again from b")).error is None
+        assert (await second_store.load(OWNER, cid)).version == 6
+        assert "another session" not in out_b.getvalue()
 
 
 def test_a_budget_smaller_than_the_newest_message_sends_only_the_prompt(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tether import Image, ToolCall, ToolResult, assistant, dumps, loads, system, tool, user
+from tether import Image, Text, ToolCall, ToolResult, assistant, dumps, loads, system, tool, user
 from tether.history import check_history
 
 from ._cli_support import Invoke, assert_one_line_error
@@ -205,3 +205,71 @@ def test_convert_a_recorded_openai_transcript(invoke: Invoke, provider_samples: 
     again = json.loads(back.stdout)
     assert again[1]["tool_calls"][0]["id"] == call_id
     assert again[2] == {"role": "tool", "tool_call_id": call_id, "content": "Mexico"}
+
+
+def _every_ref(repair: dict[str, list[dict[str, object]]]) -> list[dict[str, object]]:
+    return [ref for key in ("synthesized", "dropped", "truncated", "unpaired") for ref in repair[key]]
+
+
+def test_every_repair_entry_carries_its_reason(invoke: Invoke, tmp_path: Path) -> None:
+    source = tmp_path / "broken.json"
+    source.write_bytes(
+        dumps(
+            [
+                user("add"),
+                assistant(ToolCall("c1", "calculator", '{"expression": "1+'), ToolCall(None, "current_time")),
+                user("hello?"),
+                tool(ToolResult("ghost", "calculator", (Text("4"),))),
+            ]
+        )
+    )
+    check = invoke("history", "check", str(source), "--json")
+    assert check.exit_code == 1, check.output
+    repair = json.loads(check.stdout)["repair"]
+    assert [(s["call_id"], s["reason"]) for s in repair["synthesized"]] == [("c1", "missing-result")]
+    assert [(t["call_id"], t["reason"]) for t in repair["truncated"]] == [("c1", "arguments-not-json-object")]
+    assert [(d["call_id"], d["reason"]) for d in repair["dropped"]] == [("ghost", "no-call")]
+    assert [(u["name"], u["reason"]) for u in repair["unpaired"]] == [("current_time", "no-id")]
+
+    normalized = invoke("history", "normalize", str(source), "-o", str(tmp_path / "fixed.json"), "--json")
+    assert normalized.exit_code == 0, normalized.output
+    assert all(ref["reason"] for ref in _every_ref(json.loads(normalized.stdout)))
+    sanitized = invoke("history", "sanitize", str(source), "-o", str(tmp_path / "clean.json"), "--json")
+    assert sanitized.exit_code == 0, sanitized.output
+    sanitize_repair = json.loads(sanitized.stdout)["repair"]
+    assert sanitize_repair["synthesized"][0]["reason"] == "missing-result"
+    assert sanitize_repair["truncated"][0]["reason"] == "arguments-not-json-object"
+    assert all(ref["reason"] for ref in _every_ref(sanitize_repair))
+
+    text = invoke("history", "check", str(source))
+    assert text.exit_code == 1
+    assert "missing-result" in text.stdout
+    assert "arguments-not-json-object" in text.stdout
+
+
+def test_json_errors_are_one_json_line_on_stderr(invoke: Invoke, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"role": "user", "parts": [{"type": "text", "text": "hi"}]}, {"role": "wizard"}]')
+    result = invoke("history", "check", str(bad), "--json")
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    error = json.loads(lines[0])
+    assert set(error) == {"error", "kind"}
+    assert error["kind"] == "DecodeError"
+    assert "bad.json" in error["error"]
+    assert "$[1]" in error["error"]
+    assert "Traceback" not in result.output
+
+    missing = invoke("history", "normalize", str(tmp_path / "missing.json"), "--json")
+    assert missing.exit_code == 2
+    assert json.loads(missing.stderr)["kind"] == "FileNotFoundError"
+    both = invoke("history", "trim", str(bad), "-n", "1", "-b", "2", "--json")
+    assert json.loads(both.stderr) == {
+        "error": "give either --max-messages or --budget, not both",
+        "kind": "CliFailure",
+    }
+    # without --json the error stays the plain line
+    assert_one_line_error(invoke("history", "check", str(bad)), "bad.json", "$[1]")

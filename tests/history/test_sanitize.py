@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 from hypothesis import given
@@ -322,3 +324,115 @@ def test_truncated_calls_are_reported_by_sanitize_with_original_indexes() -> Non
     _, report = sanitize_history(h)
     assert report.repair.truncated == (CallRef(2, "c1", "f"),)
     assert not report.repair.changed
+
+
+# -- every string counts --------------------------------------------------------------------------
+
+_SMALL = SanitizeLimits(max_part_bytes=100, max_total_bytes=10_000)
+_HUGE = "x" * 5_000
+
+
+def _too_large(h: list[Message], limits: SanitizeLimits = _SMALL) -> HistoryTooLarge:
+    with pytest.raises(HistoryTooLarge) as info:
+        sanitize_history(h, limits=limits)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("part", "where"),
+    [
+        (Document(url="https://e.com/d.pdf", title=_HUGE), "message 1, part 1"),
+        (Document(data=b"%PDF", media_type="application/pdf", title=_HUGE), "message 1, part 1"),
+        (Image(url="https://e.com/i.png", media_type=_HUGE), "message 1, part 1"),
+        (Image(data=b"\x89PNG", media_type=_HUGE), "message 1, part 1"),
+        (Text("hi", provider_id=_HUGE), "message 1, part 1"),
+        (Text("hi", signature=_HUGE), "message 1, part 1"),
+    ],
+)
+def test_every_string_of_a_user_part_counts_toward_the_part_limit(
+    part: Text | Image | Document, where: str
+) -> None:
+    h = [user("ok"), user("see", part)]
+    error = _too_large(h)
+    assert (error.limit, error.where) == ("max_part_bytes", where)
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        Reasoning("r", provider=_HUGE),
+        Reasoning("r", provider_id=_HUGE),
+        Reasoning("r", signature=_HUGE),
+        ToolCall("c1", "f", provider_id=_HUGE),
+        ToolCall("c1", "f", signature=_HUGE),
+        ToolCall("c1", _HUGE),
+        ToolCall(_HUGE, "f"),
+    ],
+)
+def test_every_string_of_an_assistant_part_counts_toward_the_part_limit(
+    part: Reasoning | ToolCall,
+) -> None:
+    error = _too_large([user("q"), assistant("a", part)])
+    assert (error.limit, error.where) == ("max_part_bytes", "message 1, part 1")
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        Text("r", provider_id=_HUGE),
+        Text("r", signature=_HUGE),
+        Document(url="https://e.com/d.pdf", title=_HUGE),
+        Image(data=b"\x89PNG", media_type=_HUGE),
+    ],
+)
+def test_every_string_inside_a_tool_result_counts_toward_the_part_limit(
+    item: Text | Image | Document,
+) -> None:
+    h = [user("q"), assistant(ToolCall("c1", "f")), tool(_res("c1", Text("ok"), item))]
+    error = _too_large(h)
+    assert (error.limit, error.where) == ("max_part_bytes", "message 2, part 0, content 1")
+
+
+@pytest.mark.parametrize(
+    "name", ["run_id", "conversation_id", "provider", "model", "stop_reason", "response_id"]
+)
+def test_each_message_field_is_capped_and_named(name: str) -> None:
+    fields: dict[str, Any] = {name: _HUGE}
+    h = [user("q"), Message("assistant", (Text("a"),), **fields)]
+    error = _too_large(h)
+    assert (error.limit, error.where) == ("max_part_bytes", f"message 1, field {name}")
+    assert name in str(error)
+
+
+def test_a_huge_model_name_is_rejected_with_default_limits() -> None:
+    h = [user("q"), assistant("a", model="m" * (2 * 1024 * 1024))]
+    error = _too_large(h, SanitizeLimits())
+    assert (error.limit, error.where) == ("max_part_bytes", "message 1, field model")
+
+
+def test_a_five_megabyte_title_is_rejected_with_default_limits() -> None:
+    h = [user("read", Document(url="https://e.com/d.pdf", title="t" * (5 * 1024 * 1024)))]
+    error = _too_large(h, SanitizeLimits())
+    assert (error.limit, error.where) == ("max_part_bytes", "message 0, part 1")
+
+
+def test_metadata_strings_count_toward_the_total() -> None:
+    # Each field fits the part limit; together they cross the total.
+    stamp = "s" * 90
+    h = [user("q", run_id=stamp, conversation_id=stamp) for _ in range(3)]
+    limits = SanitizeLimits(max_part_bytes=100, max_total_bytes=500)
+    error = _too_large(h, limits)
+    assert (error.limit, error.where) == ("max_total_bytes", "message 2")
+    titled = [user(Document(url="https://e.com/d", title="t" * 80)) for _ in range(6)]  # 95 bytes each
+    error = _too_large(titled, limits)
+    assert (error.limit, error.where) == ("max_total_bytes", "message 5")
+
+
+def test_strings_within_the_limits_pass_untouched() -> None:
+    h = [
+        user("see", Document(url="https://e.com/d.pdf", title="t" * 40, media_type="application/pdf")),
+        assistant(Reasoning("r", provider="anthropic", provider_id="rs_1"), "a", model="m" * 60),
+    ]
+    out, report = sanitize_history(h, limits=_SMALL)
+    assert out == h
+    assert not report.changed

@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import gc
 import inspect
+import weakref
 
 import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tether import HistoryError, Message, Text, ToolCall, ToolResult, UserError, assistant, system, tool, user
+from tether import (
+    HistoryError,
+    Message,
+    Text,
+    ToolCall,
+    ToolResult,
+    UserError,
+    assistant,
+    dumps,
+    loads,
+    system,
+    tool,
+    user,
+)
 from tether.history import (
+    CACHE_SIZE,
     TrimReport,
     approximate_counter,
     budget_history,
@@ -171,11 +186,79 @@ def test_counts_are_cached_per_message_so_a_growing_conversation_costs_only_its_
     assert counter.calls == len(h) + 2
 
 
-def test_the_cache_does_not_keep_messages_alive() -> None:
-    processor = budget_history(_Counting(), 10**9)
-    processor([user("temporary")])
+def test_counts_are_reused_for_an_equal_history_decoded_again() -> None:
+    # The server case: the same conversation is loaded from JSON (or a store) on every request,
+    # so every run sees new message objects equal to the ones already counted.
+    counter = _Counting()
+    processor = budget_history(counter, 10**9)
+    h = _chat()
+    processor(h)
+    assert counter.calls == len(h)
+    again = loads(dumps(h))
+    assert again == h
+    assert all(a is not b for a, b in zip(again, h, strict=True))
+    assert processor(again) == again
+    assert counter.calls == len(h)
+    grown = [*loads(dumps(h)), user("q3"), assistant("answer 3")]
+    out, report = processor.apply(grown)
+    assert out == grown
+    assert counter.calls == len(h) + 2
+    assert report.tokens == sum(counter(m) for m in grown)
+
+
+def test_a_count_found_by_content_is_the_count_of_that_content() -> None:
+    counter = _Counting()
+    processor = budget_history(counter, 10**9)
+    processor([user("abc"), user("abcdef")])
+    calls = counter.calls
+    assert processor.count(user("abc")) == counter(user("abc"))
+    assert processor.count(user("abcdef")) == counter(user("abcdef"))
+    assert processor.count(user("abcdefg")) == counter(user("abcdefg"))
+    assert counter.calls == calls + 4  # 3 direct calls, one miss: "abcdefg"
+
+
+def test_the_content_cache_is_bounded_and_keeps_what_is_still_in_use() -> None:
+    counter = _Counting()
+    processor = budget_history(counter, 10**9, cache_size=4)
+    processor.count(user("a"))
+    processor.count(user("b"))
+    processor.count(user("a"))  # a fresh equal object: found, so "a" is recent again
+    processor.count(user("c"))
+    processor.count(user("d"))  # "b" was not used since: forgotten
+    assert counter.calls == 4
+    processor.count(user("a"))
+    assert counter.calls == 4
+    processor.count(user("b"))
+    assert counter.calls == 5
+
+
+def test_the_approximate_counter_recounts_instead_of_looking_up_by_content() -> None:
+    assert budget_history(approximate_counter(), 10).cache_size == 0
+    assert budget_history(_Counting(), 10).cache_size == CACHE_SIZE
+    assert budget_history(approximate_counter(), 10, cache_size=5).cache_size == 5
+
+
+def test_the_cache_keeps_at_most_cache_size_messages_alive() -> None:
+    processor = budget_history(_Counting(), 10**9, cache_size=3)
+    temporary = [user(f"temporary {i}") for i in range(10)]
+    refs = [weakref.ref(m) for m in temporary]
+    processor(temporary)
+    del temporary
     gc.collect()
-    assert len(processor._counts) == 0  # pyright: ignore[reportPrivateUsage]
+    alive = [r() is not None for r in refs]
+    assert 0 < sum(alive) <= 3
+    assert alive[0]  # counted last (the budget walks from the newest back)
+    assert len(processor._counts) == sum(alive)  # pyright: ignore[reportPrivateUsage]
+    off = budget_history(_Counting(), 10**9, cache_size=0)
+    off([user("temporary")])
+    gc.collect()
+    assert len(off._counts) == 0  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "9"])
+def test_cache_size_is_validated(bad: object) -> None:
+    with pytest.raises(UserError, match="cache_size"):
+        budget_history(approximate_counter(), 10, cache_size=bad)  # type: ignore[arg-type]
 
 
 def test_a_bad_counter_result_is_a_user_error() -> None:
@@ -266,3 +349,48 @@ def test_one_processor_across_many_histories_never_serves_a_stale_count(h: list[
     counter = approximate_counter()
     for m in h:
         assert _SHARED.count(m) == counter(m)
+
+
+def _results_cut_oracle(h: list[Message], at: int) -> bool:
+    """The original quadratic definition: calls of ``h[at]`` not answered right after it whose
+    results lie anywhere before it (rescans ``h[:at]`` for every candidate)."""
+    ids = {p.id for p in h[at].parts if isinstance(p, ToolCall) and p.id}
+    j = at + 1
+    while ids and j < len(h) and h[j].role == "tool":
+        ids -= {r.call_id for r in h[j].tool_results}
+        j += 1
+    return bool(ids) and any(r.call_id in ids for m in h[:at] if m.role == "tool" for r in m.tool_results)
+
+
+def _opening_oracle(h: list[Message], start: int) -> int | None:
+    for i in range(start, len(h)):
+        if h[i].role == "user" or (h[i].role == "assistant" and not _results_cut_oracle(h, i)):
+            return i
+    return None
+
+
+@given(histories)
+def test_the_linear_boundary_equals_the_quadratic_definition(h: list[Message]) -> None:
+    for n in range(1, len(h)):
+        expected = _opening_oracle(h, len(h) - n)
+        try:
+            _, report = trim_history(n).apply(h)
+        except HistoryError:
+            assert expected is None
+        else:
+            assert report.start == expected
+
+
+@given(histories, st.data())
+def test_budget_uses_the_same_boundary(h: list[Message], data: st.DataObject) -> None:
+    assume(len(h) > 1)
+    counter = approximate_counter()  # at least 4 tokens a message
+    j = data.draw(st.integers(1, len(h) - 1))
+    budget = sum(counter(m) for m in h[j:])  # the newest len(h) - j messages fit, one more does not
+    expected = _opening_oracle(h, j)
+    try:
+        _, report = budget_history(counter, budget).apply(h)
+    except HistoryError:
+        assert expected is None
+    else:
+        assert report.start == expected

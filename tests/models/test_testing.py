@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
+import re
+import uuid
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+import pydantic
 import pytest
 
 from tether import Message, Reasoning, Text, ToolCall, ToolResult, Usage, UserError, assistant, tool, user
@@ -20,7 +25,7 @@ from tether.models import (
     ToolDefinition,
     infer_model,
 )
-from tether.models.testing import FunctionInfo, FunctionModel, TestModel, schema_example
+from tether.models.testing import FunctionInfo, FunctionModel, TestModel, pattern_example, schema_example
 
 
 async def _collect(model: Model, messages: Sequence[Message], **kw: object) -> list[StreamEvent]:
@@ -138,3 +143,107 @@ async def test_test_model_options() -> None:
     events = await _collect(model, [user("go")], tools=tools)
     assert isinstance(events[-1], ModelResponse)
     assert [c.name for c in events[-1].message.tool_calls] == ["b"]
+
+
+Small = Annotated[int, msgspec.Meta(ge=-50, le=-10)]
+Between = Annotated[int, msgspec.Meta(gt=5, lt=7)]
+Even = Annotated[int, msgspec.Meta(ge=11, le=20, multiple_of=4)]
+Ratio = Annotated[float, msgspec.Meta(gt=0.5, le=0.75)]
+Short = Annotated[str, msgspec.Meta(max_length=0)]
+Code = Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}-\d{4}$", min_length=8, max_length=8)]
+Slug = Annotated[str, msgspec.Meta(pattern=r"^(foo|bar)_[a-z0-9]+(\.[a-z]{2,3})?$")]
+Hex = Annotated[str, msgspec.Meta(pattern=r"(?i)^0x[0-9a-f]{2,}$")]
+Word = Annotated[str, msgspec.Meta(pattern=r"\bcat\b", min_length=6)]
+
+
+class Formats(msgspec.Struct):
+    when: Annotated[datetime.datetime, msgspec.Meta(tz=True)]
+    day: datetime.date
+    at: Annotated[datetime.time, msgspec.Meta(tz=True)]
+    local: Annotated[datetime.time, msgspec.Meta(tz=False)]
+    ident: uuid.UUID
+    span: datetime.timedelta
+    blob: bytes
+    amount: decimal.Decimal
+    small: Small
+    between: Between
+    even: Even
+    ratio: Ratio
+    short: Short
+    code: Code
+    slug: Slug
+    hex: Hex
+    word: Word
+    tags: Annotated[list[Small], msgspec.Meta(min_length=2, max_length=3)]
+    unique: frozenset[int]
+
+
+def test_schema_example_honours_formats_bounds_and_patterns() -> None:
+    schema = msgspec.json.schema(Formats)
+    value = schema_example(schema)
+    decoded = msgspec.convert(value, Formats)  # raises when the example does not fit
+    assert -50 <= decoded.small <= -10
+    assert decoded.between == 6
+    assert decoded.even in (12, 16, 20)
+    assert 0.5 < decoded.ratio <= 0.75
+    assert decoded.short == ""
+    assert len(decoded.tags) == 2
+
+
+class Booking(pydantic.BaseModel):
+    when: datetime.datetime
+    ident: uuid.UUID
+    seats: int = pydantic.Field(ge=100, le=200)
+    ref: str = pydantic.Field(pattern=r"^BK[0-9]{6}$", max_length=8)
+    note: str = pydantic.Field(max_length=3)
+
+
+def test_schema_example_fits_pydantic_constraints() -> None:
+    schema = Booking.model_json_schema()
+    Booking.model_validate(schema_example(schema))
+
+
+@pytest.mark.parametrize("pattern", [r"^a[^\s\S]b$", r"^(?!x)x$", r"^a$b", r"^[ab]{3}$"])
+def test_schema_example_rejects_an_unsatisfiable_pattern(pattern: str) -> None:
+    p = {"type": "string", "pattern": pattern, "maxLength": 2}
+    schema = {"type": "object", "properties": {"p": p}}
+    with pytest.raises(UserError, match="pattern"):
+        schema_example(schema)
+
+
+def test_schema_example_rejects_empty_numeric_ranges() -> None:
+    with pytest.raises(UserError, match="no integer"):
+        schema_example({"type": "integer", "minimum": 3, "maximum": 2})
+    with pytest.raises(UserError, match="no integer"):
+        schema_example({"type": "integer", "minimum": 1, "maximum": 3, "multipleOf": 5})
+
+
+@pytest.mark.parametrize(
+    ("pattern", "min_length", "max_length"),
+    [
+        (r"^\d{3}-\d{2}$", 0, None),
+        (r"[A-Z][a-z]+", 5, 9),
+        (r"^(a|b)+c?$", 5, None),
+        (r"^(\w+)@(\w+)\.com$", 0, None),
+        (r"^(ab)\1$", 0, 4),
+        (r"^[^0-9]{2,4}$", 3, None),
+        (r"^\u00e9x[\x41-\x43]$", 0, None),
+        (r"^(?<year>\d{4})-(?:0[1-9]|1[0-2])$", 0, None),
+        (r"^[\w.-]+$", 2, 2),
+        (r"^\S+\s\S+$", 0, None),
+        (r"^[-+]?\d*\.?\d+$", 0, None),
+        (r"^(?i:ABC)[]a]$", 0, None),
+    ],
+)
+def test_pattern_example_matches_with_the_length_bounds(
+    pattern: str, min_length: int, max_length: int | None
+) -> None:
+    text = pattern_example(pattern, min_length, max_length)
+    assert re.search(pattern.replace("(?<year>", "(?P<year>"), text), text
+    assert len(text) >= min_length
+    assert max_length is None or len(text) <= max_length
+
+
+def test_pattern_example_rejects_invalid_regexes() -> None:
+    with pytest.raises(UserError, match="not a valid regular expression"):
+        pattern_example("^(a$")

@@ -257,3 +257,13 @@ async def test_concurrent_appends_in_one_process_lose_nothing(store: Store) -> N
     for k in range(6):  # each writer's messages in its own order
         mine = [t for t in texts if t.startswith(f"{k}:")]
         assert mine == [f"{k}:{i}" for i in range(15)]
+
+
+async def test_bad_arguments_are_user_errors_on_every_store(store: Store) -> None:
+    cid = await store.create("alice")
+    with pytest.raises(UserError):
+        await store.record_tool_started("alice", cid, "run", "call", "tool", 42)  # type: ignore[arg-type]
+    with pytest.raises(UserError):
+        await store.conversations("alice", limit=-1)
+    with pytest.raises(UserError):
+        await store.purge(timedelta(days=1), owner="")

@@ -9,6 +9,7 @@ from tether.agent._approvals import (
     ExternalResult,
     PendingCall,
 )
+from tether.agent._batch import CANCELED_WHILE_RUNNING_TEXT
 from tether.agent._context import MessagesView, RunContext
 from tether.agent._output import OUTPUT_TOOL
 from tether.agent._result import (
@@ -27,6 +28,7 @@ from tether.agent._stream import RunStream
 from tether.agent._tools import Tool, ToolCanceled, function_tool
 
 __all__ = [
+    "CANCELED_WHILE_RUNNING_TEXT",
     "OUTPUT_TOOL",
     "STEP_LIMIT_TEXT",
     "UNKNOWN_OUTCOME_TEXT",

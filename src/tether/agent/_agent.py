@@ -229,17 +229,7 @@ class Agent(Generic[Deps, Output]):
         else:
             raise UserError("run_sync cannot be called inside a running event loop; use await agent.run(...)")
         return asyncio.run(
-            self.run(
-                prompt,
-                history=history,
-                deps=deps,
-                tools=tools,
-                run_id=run_id,
-                conversation_id=conversation_id,
-                deferred=deferred,
-                store=store,
-                owner=owner,
-            )
+            self._start(prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, None)
         )
 
     def run_stream(
@@ -278,8 +268,20 @@ class Agent(Generic[Deps, Output]):
         owner: str | None,
         emit: Callable[[Event], None] | None,
     ) -> Result[Output]:
-        if isinstance(history, str | bytes):
+        given = cast(object, history)
+        if isinstance(given, str | bytes):
             raise UserError("history must be a sequence of Message, not a string (use tether.loads)")
+        if not isinstance(given, Sequence):
+            raise UserError(f"history must be a sequence of Message, not {type(given).__name__}")
+        for label, value in (
+            ("run_id", cast(object, run_id)),
+            ("conversation_id", cast(object, conversation_id)),
+        ):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise UserError(f"{label} must be a non-empty string, got {value!r}")
+        given_deferred = cast(object, deferred)
+        if given_deferred is not None and not isinstance(given_deferred, DeferredResults):
+            raise UserError(f"deferred must be a DeferredResults, not {type(given_deferred).__name__}")
         cfg = self._base if tools is None else self._config(tools)
         if store is None:
             run = Run(

@@ -40,10 +40,12 @@ def approval_token(secret: bytes, conversation_id: str, call: ToolCall) -> str:
     return f"{_TOKEN_VERSION}.{base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
 
 
-def check_token(secret: bytes, conversation_id: str, call: ToolCall, token: str | None) -> str | None:
+def check_token(secret: bytes, conversation_id: str, call: ToolCall, token: object) -> str | None:
     """``None`` when ``token`` is valid for the call; otherwise why it is not."""
-    if not token:
+    if token is None or token == "":
         return "the decision carries no approval token"
+    if not isinstance(token, str):
+        return f"the approval token must be a string, not {type(token).__name__}"
     expected = approval_token(secret, conversation_id, call)
     if not hmac.compare_digest(expected.encode(), token.encode()):
         return (

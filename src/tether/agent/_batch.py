@@ -1,8 +1,10 @@
 """Executing one batch of tool calls: validation, concurrency, call-order results, cancellation.
 
 Calls of a batch run concurrently; results come back in call order. A tool raising
-``ToolCanceled`` stops the batch: results finished before the stop stay, every other call is
-closed with the neutral synthesized result. A tool declared ``propagate`` ends the run.
+``ToolCanceled`` stops the batch: results finished before the stop stay; the stopping call is
+closed saying it stopped the run, a sibling cancelled while it was running is closed with an
+"outcome unknown" result (it may have had effects), and a call that never started gets the
+neutral "interrupted before execution" result. A tool declared ``propagate`` ends the run.
 """
 
 from __future__ import annotations
@@ -18,7 +20,20 @@ from tether.messages import Text, ToolCall, ToolResult
 from ._context import RunContext
 from ._tools import Tool, ToolCanceled, result_content
 
-__all__ = ["BatchCanceled", "Job", "ToolRaised", "run_jobs"]
+__all__ = [
+    "CANCELED_WHILE_RUNNING_TEXT",
+    "BatchCanceled",
+    "Job",
+    "ToolRaised",
+    "canceled_result",
+    "interrupted",
+    "run_jobs",
+]
+
+CANCELED_WHILE_RUNNING_TEXT = (
+    "outcome unknown: the run was stopped while this tool was running; the tool may have run "
+    "and its effects may have happened"
+)
 
 
 @dataclass(slots=True)
@@ -31,6 +46,8 @@ class Job:
     kwargs: dict[str, Any]
     ctx: RunContext[Any]
     result: ToolResult | None = None
+    started: bool = False
+    """True once the tool itself was invoked: from then on it may have had effects."""
 
 
 class BatchCanceled(Exception):
@@ -58,6 +75,7 @@ Finish = Callable[[Job, bool], Awaitable[None]]
 async def _execute(job: Job, started: Hook | None, finished: Finish | None) -> None:
     if started is not None:
         await started(job)
+    job.started = True
     try:
         value = await job.tool.invoke(job.ctx, job.kwargs)
     except ToolCanceled as exc:
@@ -109,3 +127,19 @@ async def run_jobs(jobs: Sequence[Job], started: Hook | None = None, finished: F
 def interrupted(call: ToolCall) -> ToolResult:
     """The neutral no-result result (the same text repair synthesizes)."""
     return ToolResult(call.id or "", call.name, (Text(INTERRUPTED_TEXT),), synthesized=True)
+
+
+def canceled_result(call: ToolCall, job: Job | None, stop: BatchCanceled | None) -> ToolResult:
+    """The synthesized result of a call left unanswered when its batch ended early (``stop``
+    when a tool raised ``ToolCanceled``).
+
+    Never "interrupted before execution" for a call whose tool was already invoked: the stopping
+    call says it stopped the run, any other started call says the outcome is unknown.
+    """
+    if job is None or not job.started:
+        return interrupted(call)
+    if stop is not None and job.call is stop.call:
+        text = f"stopped: this call canceled the run ({stop.cause.reason}); no result was produced"
+    else:
+        text = CANCELED_WHILE_RUNNING_TEXT
+    return ToolResult(call.id or "", call.name, (Text(text),), synthesized=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from tether.errors import ApprovalError
 from tether.messages import Message, Text, ToolResult
@@ -29,7 +29,26 @@ def resolve_decisions(
     it). Calls needing no decision are absent. Raises ``ApprovalError`` for a missing decision,
     a decision for a call that is not pending, or a token that is missing, forged or bound
     elsewhere (with an ``approval_secret``)."""
+    given_deferred = cast(object, deferred)
+    if not isinstance(given_deferred, DeferredResults):
+        raise ApprovalError(
+            f"deferred= must be a DeferredResults, not {type(given_deferred).__name__}", stage="approval"
+        )
+    for field_name in ("approvals", "results"):
+        mapping: object = getattr(deferred, field_name)
+        if not isinstance(mapping, Mapping):
+            raise ApprovalError(
+                f"DeferredResults.{field_name} must be a mapping of call id to decision, not "
+                f"{type(mapping).__name__}",
+                stage="approval",
+            )
     calls = {c.id: c for c in turn.tool_calls if c.id}
+    if len(calls) != len(turn.tool_calls):
+        raise ApprovalError(
+            "the pending assistant turn has a tool call without an id or two calls sharing one; "
+            "its results could not be paired",
+            stage="approval",
+        )
     for cid in (*deferred.approvals, *deferred.results):
         if cid not in calls:
             raise ApprovalError(
@@ -59,7 +78,13 @@ def resolve_decisions(
             if needs_approval:
                 raise _reject(cid, call.name, "no approve/deny decision was given")
             continue
-        decision = deferred.approvals[cid]
+        decision = cast(object, deferred.approvals[cid])
+        if not isinstance(decision, Approve | Deny | bool):
+            raise _reject(
+                cid,
+                call.name,
+                f"a decision must be Approve, Deny, True or False, not {type(decision).__name__}",
+            )
         token = decision.token if isinstance(decision, Approve | Deny) else None
         if secret is not None:
             why = check_token(secret, conversation_id, call, token)

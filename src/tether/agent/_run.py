@@ -27,11 +27,11 @@ from tether.errors import (
     ToolError,
 )
 from tether.history import normalize_history
-from tether.messages import Message, Text, ToolCall, ToolResult, Usage, new_id
+from tether.messages import Message, Part, Text, ToolCall, ToolResult, Usage, new_id
 from tether.models import ModelResponse, ReasoningDelta, TextDelta
 
 from ._approvals import Deferred, DeferredResults, PendingCall, approval_token
-from ._batch import BatchCanceled, Job, ToolRaised, interrupted, run_jobs
+from ._batch import BatchCanceled, Job, ToolRaised, canceled_result, run_jobs
 from ._config import RunConfig, RunHooks
 from ._context import MessagesView, RunContext
 from ._decisions import resolve_decisions
@@ -100,6 +100,7 @@ class Run:
         self.instructions: str | None = None
         self.repair: Any = None
         self._failures: dict[str, int] = {}
+        self._decided: dict[str, ToolResult | None] = {}
 
     # -- evidence -------------------------------------------------------------------------------
     def partial(self) -> Partial | None:
@@ -171,6 +172,7 @@ class Run:
         while True:
             response = await self._request()
             message = replace(response.message, run_id=self.run_id, conversation_id=self.conversation_id)
+            message = self._distinct_calls(message)
             self.add(message)
             calls = message.tool_calls
             if not calls:
@@ -178,7 +180,7 @@ class Run:
                 if output is not MISSING:
                     return self._result(output)
                 continue
-            if self.requests >= self.cfg.max_steps:
+            if self.requests >= self.cfg.max_steps and not self._has_valid_output(calls):
                 self._step_limit(message)
             deferred = self._deferral(calls)
             if deferred is not None:
@@ -207,9 +209,15 @@ class Run:
                 )
             pending_turn = last
             history = history[:-1]
+            self.stage = "approval"
+            self._decided = resolve_decisions(
+                last, self.deferred_in, cfg.tools, cfg.secret, self.conversation_id
+            )
         elif self.prompt is None:
             check_resumable(history)
         messages, self.repair = normalize_history(history)
+        if pending_turn is None and self.prompt is None:
+            check_resumable(messages)  # repair may have removed what made the raw history resumable
         if pending_turn is not None:
             messages.append(pending_turn)
         self.messages = messages
@@ -317,6 +325,58 @@ class Run:
         )
         return MISSING
 
+    def _has_valid_output(self, calls: Sequence[ToolCall]) -> bool:
+        """True when the turn gives a valid structured output: no further request is needed."""
+        output = self.cfg.output
+        if output.is_text:
+            return False
+        for call in calls:
+            if call.name == OUTPUT_TOOL:
+                try:
+                    output.parse(call)
+                except ArgumentsInvalid:
+                    continue
+                return True
+        return False
+
+    def _distinct_calls(self, message: Message) -> Message:
+        """The model turn with one distinct id per call, so its results can always be paired.
+
+        A call without an id, or repeating an earlier call's id with another name or other
+        arguments, gets a deterministic fresh id (run id, step, part index) and runs as its own
+        call; an exact repeat (same id, name and arguments) is the same call said twice and is
+        dropped, so its tool runs once.
+        """
+        calls = message.tool_calls
+        ids = {c.id for c in calls}
+        if None not in ids and "" not in ids and len(ids) == len(calls):
+            return message
+        taken = {i for i in ids if i}
+        seen: dict[str, ToolCall] = {}
+        parts: list[Part] = []
+        tag = "".join(ch for ch in self.run_id if ch.isalnum())[-8:]
+        for index, part in enumerate(message.parts):
+            if type(part) is not ToolCall:
+                parts.append(part)
+                continue
+            cid = part.id
+            if cid and cid in seen:
+                first = seen[cid]
+                if first.name == part.name and first.arguments == part.arguments:
+                    continue
+                cid = None
+            if not cid:
+                base = f"call_{tag}_{self.requests}_{index}"
+                cid, n = base, 1
+                while cid in taken:
+                    n += 1
+                    cid = f"{base}_{n}"
+                taken.add(cid)
+                part = replace(part, id=cid)
+            seen[cid] = part
+            parts.append(part)
+        return replace(message, parts=tuple(parts))
+
     # -- tools ------------------------------------------------------------------------------------
     def _count_failure(self, name: str, why: str, *, output: bool = False) -> bool:
         """Count an invalid call/output; True when the retries are exhausted."""
@@ -369,11 +429,7 @@ class Run:
 
     async def _resume_deferred(self, turn: Message) -> Any:
         self.stage = "approval"
-        assert self.deferred_in is not None
-        decided = resolve_decisions(
-            turn, self.deferred_in, self.cfg.tools, self.cfg.secret, self.conversation_id
-        )
-        return await self._batch(turn, decided)
+        return await self._batch(turn, self._decided)
 
     async def _batch(self, message: Message, decided: Mapping[str, ToolResult | None]) -> Any:
         """Execute the calls of ``message``; ``decided`` holds results fixed in advance (denied or
@@ -462,9 +518,10 @@ class Run:
             await run_jobs(jobs, started, finished)
         except BatchCanceled as stop:
             self._count_done(jobs, results)
+            by_index = {job.index: job for job in jobs}
             for i, r in enumerate(results):
                 if r is None:
-                    results[i] = interrupted(calls[i])
+                    results[i] = canceled_result(calls[i], by_index.get(i), stop)
             self._add_results(message, [r for r in results if r is not None])
             raise RunCanceled(
                 f"tool {stop.call.name!r} canceled the run: {stop.cause.reason}",
@@ -473,6 +530,7 @@ class Run:
             ) from stop.cause
         except ToolRaised as raised:
             self._count_done(jobs, results)
+            self._close_side_effects(jobs, calls, message, results)
             raise ToolError(
                 f"tool {raised.call.name!r} raised {type(raised.error).__name__}: {raised.error}",
                 stage="tools",
@@ -482,9 +540,25 @@ class Run:
             self._count_done(jobs, results)
             raise RunError(f"the store failed: {exc}", stage="store", partial=self.partial()) from exc
         except asyncio.CancelledError:
-            self._count_done(jobs, results, keep=False)
+            self._count_done(jobs, results)
+            self._close_side_effects(jobs, calls, message, results)
             raise
         self._count_done(jobs, results)
+
+    def _close_side_effects(
+        self, jobs: list[Job], calls: list[ToolCall], message: Message, results: list[ToolResult | None]
+    ) -> None:
+        """After a failure or cancellation inside a batch: when a side-effecting tool
+        (``idempotent=False``) was invoked and has no result, close the whole batch now, so that
+        resuming cannot call it "interrupted before execution". Otherwise the evidence ends at
+        the requesting turn and repair closes the calls when it is resumed."""
+        if not any(j.started and j.result is None and not j.tool.idempotent for j in jobs):
+            return
+        by_index = {job.index: job for job in jobs}
+        for i, r in enumerate(results):
+            if r is None:
+                results[i] = canceled_result(calls[i], by_index.get(i), None)
+        self._add_results(message, [r for r in results if r is not None])
 
     def _count_done(self, jobs: list[Job], results: list[ToolResult | None], *, keep: bool = True) -> None:
         for job in jobs:

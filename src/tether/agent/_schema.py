@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import msgspec
+import msgspec.inspect as mi
 
 __all__ = [
     "Validator",
@@ -88,6 +89,7 @@ class Validator:
             raise TypeError(f"cannot derive a JSON Schema for {tp!r}: {exc}") from None
         components.update(hooks.defs)
         schema = dict(ref)
+        _add_time_formats(mi.type_info(tp), schema, components, set())
         name = _ref_name(schema)
         if name is not None:
             schema = dict(components.pop(name))
@@ -104,6 +106,80 @@ class Validator:
     def validate_json(self, text: str | bytes) -> Any:
         """Parse and convert JSON text; raises ``msgspec.ValidationError`` or ``DecodeError``."""
         return self._decoder.decode(text)
+
+
+def _add_time_formats(t: mi.Type, schema: dict[str, Any], defs: dict[str, Any], seen: set[str]) -> None:
+    """Announce ``format`` on datetime and time fields that accept an offset.
+
+    msgspec leaves ``datetime`` and ``time`` without a ``format`` unless they are declared
+    timezone-aware, so the model is told only "a string". They accept RFC 3339 text with an
+    offset, so ``date-time``/``time`` is added (a narrowing the validator accepts). Walks the
+    type and its schema side by side; parts it cannot line up are left as they are.
+    """
+    while isinstance(t, mi.Metadata):
+        t = t.type
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        target = defs.get(name)
+        if name in seen or not isinstance(target, dict):
+            return
+        seen.add(name)
+        schema = cast(dict[str, Any], target)
+    if isinstance(t, mi.DateTimeType | mi.TimeType):
+        if t.tz is not False and schema.get("type") == "string":
+            schema.setdefault("format", "date-time" if isinstance(t, mi.DateTimeType) else "time")
+    elif isinstance(t, mi.StructType | mi.DataclassType | mi.TypedDictType | mi.NamedTupleType):
+        array_like = isinstance(t, mi.NamedTupleType) or (isinstance(t, mi.StructType) and t.array_like)
+        if array_like:
+            items = cast(list[dict[str, Any]], schema.get("prefixItems") or [])
+            for field, sub in zip(t.fields, items, strict=False):
+                _add_time_formats(field.type, sub, defs, seen)
+        else:
+            props = cast(dict[str, dict[str, Any]], schema.get("properties") or {})
+            for field in t.fields:
+                sub = props.get(field.encode_name)
+                if sub is not None:
+                    _add_time_formats(field.type, sub, defs, seen)
+    elif isinstance(t, mi.CollectionType):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            _add_time_formats(t.item_type, cast(dict[str, Any], items), defs, seen)
+    elif isinstance(t, mi.TupleType):
+        items = cast(list[dict[str, Any]], schema.get("prefixItems") or [])
+        for sub_type, sub in zip(t.item_types, items, strict=False):
+            _add_time_formats(sub_type, sub, defs, seen)
+    elif isinstance(t, mi.DictType):
+        values = schema.get("additionalProperties")
+        if isinstance(values, dict):
+            _add_time_formats(t.value_type, cast(dict[str, Any], values), defs, seen)
+    elif isinstance(t, mi.UnionType):
+        _union_time_formats(t, schema, defs, seen)
+
+
+def _union_time_formats(
+    t: mi.UnionType, schema: dict[str, Any], defs: dict[str, Any], seen: set[str]
+) -> None:
+    """msgspec lists a union's non-struct members first, in order; structs are found by title."""
+    options = cast(list[dict[str, Any]], schema.get("anyOf") or [])
+    others: list[mi.Type] = []
+    for sub in t.types:
+        real = sub
+        while isinstance(real, mi.Metadata):
+            real = real.type
+        if isinstance(real, mi.NoneType):
+            continue
+        if isinstance(real, mi.StructType) and not real.array_like:
+            for name, component in defs.items():
+                if (
+                    isinstance(component, dict)
+                    and cast(dict[str, Any], component).get("title") == real.cls.__name__
+                ):
+                    _add_time_formats(real, {"$ref": f"#/$defs/{name}"}, defs, seen)
+            continue
+        others.append(sub)
+    for sub, option in zip(others, options, strict=False):
+        _add_time_formats(sub, option, defs, seen)
 
 
 def _ref_name(schema: dict[str, Any]) -> str | None:

@@ -185,6 +185,9 @@ ToolLike = Tool[Any] | Callable[..., Any]
 
 def as_tools(tools: Sequence[ToolLike]) -> dict[str, Tool[Any]]:
     """Wrap plain functions, check that names are unique."""
+    given = cast(object, tools)
+    if isinstance(given, str | bytes) or not isinstance(given, Sequence | set | frozenset):
+        raise UserError(f"tools must be a list of functions or Tool objects, not {type(given).__name__}")
     out: dict[str, Tool[Any]] = {}
     for item in tools:
         t: Tool[Any] = cast(Tool[Any], item) if isinstance(item, Tool) else Tool(item)

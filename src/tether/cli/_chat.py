@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from msgspec.structs import replace
 from rich.console import Console
 from rich.markup import escape
 
@@ -120,13 +121,25 @@ class ChatSession:
                 self.owner, self.conversation_id, new, expected_version=self.version
             )
         except ConflictError:
-            # another process wrote to this conversation meanwhile: keep this turn anyway, then reload
-            self.console.print("[yellow]the conversation changed in another session; reloading it[/]")
-            await self.store.append(self.owner, self.conversation_id, new)
-            loaded = await self.store.load(self.owner, self.conversation_id)
-            self.messages, self.version = list(loaded.messages), loaded.version
+            await self._store_in_fork(new)
             return
         self.messages.extend(new)
+
+    async def _store_in_fork(self, new: list[Message]) -> None:
+        """Another session appended to this conversation after the history this turn answered:
+        appending here would put this turn after theirs (two answers to one history). The turn
+        goes to a fork of the conversation at this session's base version instead, and the
+        session continues there."""
+        old, base = self.conversation_id, self.version
+        fork_id = await self.store.fork(self.owner, old, at_version=base)
+        turn = [replace(m, conversation_id=fork_id) if m.conversation_id == old else m for m in new]
+        self.version = await self.store.append(self.owner, fork_id, turn, expected_version=base)
+        self.conversation_id = fork_id
+        self.messages.extend(turn)
+        self.console.print(
+            f"[yellow]the conversation changed in another session; this turn is stored in a new "
+            f"conversation [bold]{fork_id}[/] (a fork of {old} at {base} messages)[/]"
+        )
 
     # -- slash commands ---------------------------------------------------------------------------
     async def command(self, line: str) -> bool:

@@ -26,6 +26,7 @@ __all__ = [
     "env_flag",
     "err_console",
     "fail",
+    "json_option",
     "load_history",
     "out_console",
     "print_json",
@@ -51,12 +52,36 @@ def err_console() -> Console:
 
 
 class CliFailure(Exception):
-    """A problem the command line reports as one line (a file that cannot be read, a bad choice)."""
+    """A problem the command line reports as one line (a file that cannot be read, a bad choice).
+
+    ``kind`` is what ``--json`` errors report as ``kind``: the class name of the error behind the
+    failure (``DecodeError`` for a corrupt history, ``FileNotFoundError`` for a missing file), or
+    ``CliFailure`` for a problem of the command line itself.
+    """
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind or type(self).__name__
 
 
-def fail(message: str) -> NoReturn:
-    """Stop the command with a one-line error."""
-    raise CliFailure(message)
+def fail(message: str, *, cause: BaseException | None = None) -> NoReturn:
+    """Stop the command with a one-line error; ``cause`` (the error behind it) names its kind."""
+    raise CliFailure(message, type(cause).__name__ if cause is not None else None)
+
+
+_JSON_ERRORS = "tether.json_errors"
+"""``ctx.meta`` key (the dict is shared by every context of one invocation): ``--json`` was given."""
+
+
+def _mark_json(ctx: typer.Context, value: bool) -> bool:
+    if value:
+        ctx.meta[_JSON_ERRORS] = True
+    return value
+
+
+def json_option(help: str) -> Any:
+    """The ``--json`` option: a report as JSON, and errors as one JSON object on stderr."""
+    return typer.Option("--json", help=help, callback=_mark_json)
 
 
 def _one_line(text: str) -> str:
@@ -71,17 +96,25 @@ class GuardedGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except CliFailure as exc:
-            _report(str(exc))
+            _report(ctx, str(exc), exc.kind)
         except TetherError as exc:
-            _report(f"{type(exc).__name__}: {exc}")
+            _report(ctx, str(exc), type(exc).__name__, prefix=True)
         except sqlite3.Error as exc:
-            _report(f"database error: {exc}")
+            _report(ctx, f"database error: {exc}", type(exc).__name__)
         except OSError as exc:
-            _report(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+            where = f": {exc.filename}" if exc.filename else ""
+            _report(ctx, f"{exc.strerror or exc}{where}", type(exc).__name__)
 
 
-def _report(message: str) -> NoReturn:
-    typer.echo(f"tether: error: {_one_line(message)}", err=True)
+def _report(ctx: Any, message: str, kind: str, *, prefix: bool = False) -> NoReturn:
+    """One line on stderr: ``{"error": …, "kind": …}`` when ``--json`` was given, else
+    ``tether: error: …`` (with the class name first when ``prefix``)."""
+    meta: dict[str, Any] = ctx.meta
+    if meta.get(_JSON_ERRORS):
+        line = msgspec.json.encode({"error": _one_line(message), "kind": kind}).decode()
+    else:
+        line = f"tether: error: {_one_line(f'{kind}: {message}' if prefix else message)}"
+    typer.echo(line, err=True)
     raise typer.Exit(EXIT_ERROR)
 
 
@@ -92,7 +125,7 @@ def read_input(path: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror or exc}")
+        fail(f"cannot read {path}: {exc.strerror or exc}", cause=exc)
 
 
 def write_output(path: str, data: bytes) -> None:
@@ -109,7 +142,7 @@ def write_output(path: str, data: bytes) -> None:
     try:
         Path(path).write_bytes(data)
     except OSError as exc:
-        fail(f"cannot write {path}: {exc.strerror or exc}")
+        fail(f"cannot write {path}: {exc.strerror or exc}", cause=exc)
 
 
 def load_history(path: str) -> list[Message]:
@@ -119,7 +152,7 @@ def load_history(path: str) -> list[Message]:
         return loads(data)
     except TetherError as exc:
         name = "stdin" if path == "-" else path
-        fail(f"{name} is not a tether history: {exc}")
+        fail(f"{name} is not a tether history: {exc}", cause=exc)
 
 
 def dump_history(messages: Sequence[Message]) -> bytes:

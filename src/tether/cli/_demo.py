@@ -18,7 +18,7 @@ import msgspec
 import typer
 
 from tether.agent import Agent
-from tether.cli._common import print_json, write_output
+from tether.cli._common import json_option, print_json, write_output
 from tether.cli._demo_tools import calculator, current_time
 from tether.cli._render import preview
 from tether.cli._store import DEFAULT_OWNER, open_store
@@ -94,9 +94,7 @@ def demo(
             "--db", help="Also store the demo conversations in this SQLite file.", show_default=False
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print {runs, conversations} as one JSON object instead.")
-    ] = False,
+    as_json: Annotated[bool, json_option("Print {runs, conversations} as one JSON object instead.")] = False,
 ) -> None:
     """Run an offline chain of agent runs (scripted model, calculator tool) and print the conversation."""
 

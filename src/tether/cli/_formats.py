@@ -33,12 +33,12 @@ def import_messages(data: bytes, fmt: str, *, name: str) -> tuple[list[Message],
     try:
         parsed = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        fail(f"{name} is not JSON: {exc}")
+        fail(f"{name} is not JSON: {exc}", cause=exc)
     try:
         messages, report = found.load(parsed)
     except TetherError as exc:
         kind = "tether history" if found.name == "tether" else f"valid {found.name} transcript"
-        fail(f"{name} is not a {kind}: {exc}")
+        fail(f"{name} is not a {kind}: {exc}", cause=exc)
     return list(messages), report
 
 

@@ -11,6 +11,7 @@ from tether.cli._common import (
     dump_history,
     err_console,
     fail,
+    json_option,
     load_history,
     out_console,
     print_json,
@@ -22,6 +23,7 @@ from tether.cli._formats import export_messages, import_messages
 from tether.cli._render import render_report
 from tether.history import (
     BudgetHistory,
+    HistoryRepair,
     TrimHistory,
     approximate_counter,
     budget_history,
@@ -31,7 +33,7 @@ from tether.history import (
     trim_history,
 )
 
-__all__ = ["history_app"]
+__all__ = ["REPAIR_REASONS", "build_processor", "history_app", "repair_report"]
 
 history_app = typer.Typer(
     help="Check, repair, sanitize, trim and convert history files (tether JSON unless --from says "
@@ -43,7 +45,27 @@ FileArg = Annotated[str, typer.Argument(help="History file to read; - reads stan
 OutOpt = Annotated[
     str, typer.Option("--output", "-o", help="Where to write the resulting history; - (default) is stdout.")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON for programs.")]
+JsonOpt = Annotated[bool, json_option("Print the report as JSON for programs.")]
+
+
+REPAIR_REASONS: dict[str, str] = {
+    "synthesized": "missing-result",
+    "truncated": "arguments-not-json-object",
+}
+"""The reason shown for each synthesized result and each truncated call: ``tether.history`` gives
+those entries no reason of their own (the list they are in says it), while dropped results and
+unpaired calls carry theirs (``duplicate``, ``no-call``, ``before-call``, ``not-after-call``,
+``no-id``, ``duplicate-id``)."""
+
+
+def repair_report(repair: HistoryRepair) -> dict[str, Any]:
+    """A ``HistoryRepair`` as JSON values with a non-empty ``reason`` on every listed call."""
+    report: dict[str, Any] = to_jsonable(repair)
+    for key, reason in REPAIR_REASONS.items():
+        refs: list[dict[str, Any]] = report[key]
+        for ref in refs:
+            ref["reason"] = ref["reason"] or reason
+    return report
 
 
 def _emit_report(title: str, report: dict[str, Any], *, as_json: bool, output: str | None) -> None:
@@ -66,7 +88,7 @@ def check(file: FileArg, as_json: JsonOpt = False) -> None:
         "messages": len(history),
         "needs_repair": needs_repair,
         "problems": to_jsonable(problems),
-        "repair": to_jsonable(repair),
+        "repair": repair_report(repair),
     }
     _emit_report(f"{file}: {'needs repair' if needs_repair else 'ok'}", report, as_json=as_json, output=None)
     if needs_repair:
@@ -79,7 +101,7 @@ def normalize(file: FileArg, output: OutOpt = "-", as_json: JsonOpt = False) -> 
     history = load_history(file)
     repaired, repair = normalize_history(history)
     write_output(output, dump_history(repaired))
-    _emit_report("repair", to_jsonable(repair), as_json=as_json, output=output)
+    _emit_report("repair", repair_report(repair), as_json=as_json, output=output)
 
 
 @history_app.command("sanitize")
@@ -88,7 +110,12 @@ def sanitize(file: FileArg, output: OutOpt = "-", as_json: JsonOpt = False) -> N
     history = load_history(file)
     cleaned, report = sanitize_history(history)
     write_output(output, dump_history(cleaned))
-    _emit_report("sanitize", to_jsonable(report), as_json=as_json, output=output)
+    _emit_report(
+        "sanitize",
+        {**to_jsonable(report), "repair": repair_report(report.repair)},
+        as_json=as_json,
+        output=output,
+    )
 
 
 def build_processor(max_messages: int | None, budget: int | None) -> TrimHistory | BudgetHistory | None:

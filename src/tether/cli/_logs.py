@@ -9,7 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tether.cli._common import err_console, out_console, print_json, to_jsonable, write_output
+from tether.cli._common import (
+    err_console,
+    json_option,
+    out_console,
+    print_json,
+    to_jsonable,
+    write_output,
+)
 from tether.cli._formats import export_messages
 from tether.cli._render import preview, render_messages, render_report
 from tether.cli._store import DEFAULT_OWNER, DbOpt, OwnerOpt, open_store, resolve_conversation
@@ -27,7 +34,7 @@ CidArg = Annotated[
         help="Conversation id or a unique prefix of one; the most recent when omitted.", show_default=False
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs.")]
+JsonOpt = Annotated[bool, json_option("Print JSON for programs.")]
 
 
 @logs_app.command("list")

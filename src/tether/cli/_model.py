@@ -43,6 +43,6 @@ def resolve_model(spec: str | None) -> Model:
     try:
         return infer_model(spec)
     except MissingExtra as exc:
-        fail(str(exc))
+        fail(str(exc), cause=exc)
     except ImportError as exc:
-        fail(f"model {spec!r} cannot be loaded: {exc}")
+        fail(f"model {spec!r} cannot be loaded: {exc}", cause=exc)

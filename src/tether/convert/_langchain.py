@@ -17,7 +17,6 @@ from typing import Any, cast
 
 import msgspec
 
-from tether.convert._json import b64decode, fail, obj, opt_obj, opt_str, seq, string
 from tether.convert._providers import load_json
 from tether.messages import (
     Document,
@@ -32,6 +31,7 @@ from tether.messages import (
     Usage,
 )
 from tether.models.wire import ConversionReport
+from tether.models.wire._json import b64decode_either, fail, given, obj, opt_obj, opt_str, seq, string
 
 __all__ = ["from_langchain", "to_langchain"]
 
@@ -171,14 +171,9 @@ def _assistant(message: Message, data: JSON, mi: int, report: ConversionReport) 
     data["invalid_tool_calls"] = invalid
     if message.response_id is not None:
         data["id"] = message.response_id
-    metadata: JSON = {}
-    for key, value in (
-        ("model_name", message.model),
-        ("model_provider", message.provider),
-        ("finish_reason", message.stop_reason),
-    ):
-        if value is not None:
-            metadata[key] = value
+    metadata = given(
+        model_name=message.model, model_provider=message.provider, finish_reason=message.stop_reason
+    )
     if metadata:
         data["response_metadata"] = metadata
     if message.usage is not None:
@@ -325,7 +320,8 @@ def _media(block: Mapping[str, Any], kind: str, extras: Mapping[str, Any], path:
         if url.startswith("data:"):
             head, _, payload = url.partition(",")
             return Image(
-                data=b64decode(payload, f"{path}.image_url"), media_type=head[5:].removesuffix(";base64")
+                data=b64decode_either(payload, f"{path}.image_url"),
+                media_type=head[5:].removesuffix(";base64"),
             )
         return Image(url=url)
     cls = Image if kind == "image" else Document
@@ -343,7 +339,7 @@ def _media(block: Mapping[str, Any], kind: str, extras: Mapping[str, Any], path:
         raise fail(f"{kind} block needs 'url' or 'base64' (file ids cannot be imported)", path)
     if media_type is None:
         raise fail(f"{kind} block with base64 data needs 'mime_type'", f"{path}.mime_type")
-    raw = b64decode(data, f"{path}.base64")
+    raw = b64decode_either(data, f"{path}.base64")
     if cls is Document:
         return Document(data=raw, media_type=media_type, title=title)
     return Image(data=raw, media_type=media_type)

@@ -14,10 +14,10 @@ from typing import Any, cast
 
 import msgspec
 
-from tether.convert._json import b64decode, fail, obj, opt_obj, opt_str, seq, string
 from tether.convert._providers import load_json
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from tether.models.wire import ConversionReport
+from tether.models.wire._json import b64decode_either, fail, given, obj, opt_obj, opt_str, seq, string
 
 __all__ = ["from_pydantic_ai", "to_pydantic_ai"]
 
@@ -131,14 +131,11 @@ def _response(message: Message, mi: int, report: ConversionReport) -> JSON:
                 report.drop(mi, pi, "text signature", "pydantic-ai text parts carry no signature")
             parts.append(entry)
         elif type(part) is Reasoning:
-            entry = {"part_kind": "thinking", "content": part.text}
-            for key, value in (
-                ("signature", part.signature),
-                ("provider_name", part.provider),
-                ("id", part.provider_id),
-            ):
-                if value is not None:
-                    entry[key] = value
+            entry = {
+                "part_kind": "thinking",
+                "content": part.text,
+                **given(signature=part.signature, provider_name=part.provider, id=part.provider_id),
+            }
             if part.redacted:
                 entry["provider_details"] = {"redacted": True}
             parts.append(entry)
@@ -289,7 +286,7 @@ def _import_content(
         elif kind == "document-url":
             out.append(Document(url=string(entry, "url", ipath), media_type=media_type))
         elif kind == "binary":
-            data = b64decode(string(entry, "data", ipath), f"{ipath}.data")
+            data = b64decode_either(string(entry, "data", ipath), f"{ipath}.data")
             if media_type is None:
                 raise fail("binary content needs a media_type", f"{ipath}.media_type")
             if media_type.startswith("image/"):

@@ -29,9 +29,17 @@ from tether.history._tokens import (
     approximate_counter,
     tiktoken_counter,
 )
-from tether.history._trim import BudgetHistory, TrimHistory, TrimReport, budget_history, trim_history
+from tether.history._trim import (
+    CACHE_SIZE,
+    BudgetHistory,
+    TrimHistory,
+    TrimReport,
+    budget_history,
+    trim_history,
+)
 
 __all__ = [
+    "CACHE_SIZE",
     "INTERRUPTED_TEXT",
     "ApproximateCounter",
     "BudgetHistory",

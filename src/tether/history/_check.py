@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from tether.history._input import as_messages
 from tether.history._normalize import normalize_history
 from tether.messages import Message
 
@@ -58,7 +59,7 @@ class Problem:
 def check_history(history: Iterable[Message]) -> list[Problem]:
     """Every violation of the pairing rule, ordered by message index. Empty when the history can
     be sent to any provider as it is."""
-    msgs = history if isinstance(history, list | tuple) else list(history)
+    msgs = as_messages(history, "check_history")
     _, repair = normalize_history(msgs)
     problems: list[Problem] = []
     for ref in repair.synthesized:

@@ -16,6 +16,7 @@ import msgspec
 from msgspec.structs import replace
 
 from tether.errors import UserError
+from tether.history._input import as_messages
 from tether.messages import Message, Text, ToolCall, ToolResult
 
 __all__ = [
@@ -147,7 +148,7 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
     Returns a new list holding the very same message objects wherever nothing changed, and a
     ``HistoryRepair``. Deterministic and idempotent; never rewrites content.
     """
-    msgs = history if isinstance(history, list | tuple) else list(history)
+    msgs = as_messages(history, "normalize_history")
     out: list[Message] = []
     append = out.append
     synthesized: list[CallRef] = []
@@ -160,8 +161,6 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
     i = 0
     while i < n:
         m = msgs[i]
-        if type(m) is not Message:
-            raise UserError(f"history[{i}] is a {type(m).__name__}, not a Message")
         role = m.role
         if role == "tool":  # a tool message that does not follow a call block: all orphans
             dropped.extend(CallRef(i, r.call_id, r.name) for r in m.parts if type(r) is ToolResult)
@@ -193,8 +192,6 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
         # ``pending`` keeps the calls still waiting for a result, in call order.
         while i < n:
             t = msgs[i]
-            if type(t) is not Message:
-                raise UserError(f"history[{i}] is a {type(t).__name__}, not a Message")
             if t.role != "tool":
                 break
             keep: list[ToolResult] | None = None

@@ -15,6 +15,7 @@ import msgspec
 from msgspec.structs import replace
 
 from tether.errors import UserError
+from tether.history._input import as_messages
 from tether.history._normalize import CallRef
 from tether.messages import Message, Reasoning, ToolCall, ToolResult
 
@@ -61,7 +62,7 @@ def prune_history(
     ``keep_turns`` turns (a turn starts at a user message). Pair-safe and reported."""
     if type(keep_turns) is not int or keep_turns < 1:
         raise UserError(f"prune_history needs keep_turns >= 1, not {keep_turns!r}")
-    msgs = history if isinstance(history, list | tuple) else list(history)
+    msgs = as_messages(history, "prune_history")
     cutoff = _cutoff(msgs, keep_turns)
     if cutoff == 0 or not (reasoning or tool_calls):
         return list(msgs), PruneReport()
@@ -122,8 +123,6 @@ def _cutoff(msgs: list[Message] | tuple[Message, ...], keep_turns: int) -> int:
     seen = 0
     for i in range(len(msgs) - 1, -1, -1):
         m = msgs[i]
-        if type(m) is not Message:
-            raise UserError(f"history[{i}] is a {type(m).__name__}, not a Message")
         if m.role == "user":
             seen += 1
             if seen == keep_turns:

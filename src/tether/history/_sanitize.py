@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, cast
 
 import msgspec
 from msgspec.structs import replace
 
 from tether.errors import HistoryTooLarge, UserError
+from tether.history._input import as_messages
 from tether.history._normalize import CallRef, HistoryRepair, normalize_history
 from tether.messages import Document, Image, Message, Reasoning, Text, ToolCall, ToolResult
 
@@ -130,17 +131,37 @@ def _too_big(size: int, limit: int, i: int, k: int, c: int | None = None) -> His
     )
 
 
-def _size(text: str) -> int:
+def _size(text: str | None) -> int:
+    if not text:
+        return 0
     return len(text) if text.isascii() else _utf8(text)
 
 
 def _part_size(part: Text | Reasoning | ToolCall) -> int:
+    """Every string of a text, reasoning or tool-call part, in UTF-8 bytes."""
     if isinstance(part, ToolCall):
-        size = _size(part.arguments) + _size(part.name) + (_size(part.id) if part.id else 0)
+        size = _size(part.arguments) + _size(part.name) + _size(part.id)
+    elif isinstance(part, Reasoning):
+        size = _size(part.text) + _size(part.provider)
     else:
         size = _size(part.text)
-    signature = part.signature
-    return size + _size(signature) if signature else size
+    return size + _size(part.signature) + _size(part.provider_id)
+
+
+MESSAGE_FIELDS = ("run_id", "conversation_id", "provider", "model", "stop_reason", "response_id")
+"""The string fields of a message itself; each counts toward ``max_part_bytes`` on its own."""
+
+
+def _check_fields(m: Message, i: int, limit: int) -> None:
+    """Raise when one of the message's own strings is over ``max_part_bytes``."""
+    for name in MESSAGE_FIELDS:
+        size = _size(getattr(m, name))
+        if size > limit:
+            raise HistoryTooLarge(
+                f"field {name} of {size} bytes is over {limit}",
+                limit="max_part_bytes",
+                where=f"message {i}, field {name}",
+            )
 
 
 class _Media:
@@ -154,8 +175,15 @@ class _Media:
         self.total = 0
 
     def check(self, item: Image | Document, i: int, k: int, c: int | None = None) -> tuple[int, str | None]:
-        """(bytes counted, rejected scheme or ``None`` when the item is kept)."""
+        """(bytes counted, rejected scheme or ``None`` when the item is kept). The item's text
+        (URL, media type, title) counts toward ``max_part_bytes``; inline data does not."""
+        text = _size(item.media_type)
+        if type(item) is Document:
+            document: Document = item  # type: ignore[assignment]
+            text += _size(document.title)
         if item.data is not None:
+            if text > self.max_part:
+                raise _too_big(text, self.max_part, i, k, c)
             size = len(item.data)
             self.total += size
             if self.total > self.limit:
@@ -164,9 +192,9 @@ class _Media:
                     limit="max_inline_media_bytes",
                     where=_where(i, k, c),
                 )
-            return size, None
+            return size + text, None
         url = item.url or ""
-        size = len(url) if url.isascii() else _utf8(url)
+        size = text + _size(url)
         if size > self.max_part:
             raise _too_big(size, self.max_part, i, k, c)
         scheme = url_scheme(url)
@@ -214,8 +242,7 @@ def _slow_message(
             plain = True
             for c, item in enumerate(result.content):
                 if type(item) is Text:
-                    s = item.text
-                    size = len(s) if s.isascii() else _utf8(s)
+                    size = _part_size(item)
                     if size > max_part:
                         raise _too_big(size, max_part, i, k, c)
                     n += size
@@ -254,8 +281,11 @@ def sanitize_history(
     Raises ``HistoryTooLarge`` (naming the limit and the message/part) as soon as a limit is
     crossed, before doing more work. Deterministic and idempotent.
     """
-    limits = limits or _DEFAULT_LIMITS
-    msgs = history if isinstance(history, list | tuple) else list(history)
+    if limits is None:
+        limits = _DEFAULT_LIMITS
+    elif not isinstance(cast(object, limits), SanitizeLimits):
+        raise UserError(f"sanitize_history takes limits=SanitizeLimits(...), not a {type(limits).__name__}")
+    msgs = as_messages(history, "sanitize_history")
     if len(msgs) > limits.max_messages:
         raise HistoryTooLarge(
             f"history has {len(msgs)} messages, over {limits.max_messages}",
@@ -279,8 +309,6 @@ def sanitize_history(
     pending: dict[str, int] | None = None  # call ids of the last assistant turn not yet answered
     truncated: list[CallRef] = []
     for i, m in enumerate(msgs):
-        if type(m) is not Message:
-            raise UserError(f"history[{i}] is a {type(m).__name__}, not a Message")
         role = m.role
         if role == "tool":
             if pending is None or not m.parts:
@@ -305,7 +333,7 @@ def sanitize_history(
                 x += len(s) if s.isascii() else _utf8(s)
                 slow = x > max_part
                 for item in result.content:
-                    if type(item) is Text:
+                    if type(item) is Text and item.signature is None and item.provider_id is None:
                         s = item.text
                         size = len(s) if s.isascii() else _utf8(s)
                         if size > max_part:
@@ -334,14 +362,19 @@ def sanitize_history(
                 s = call.signature
                 if s:
                     x += len(s) if s.isascii() else _utf8(s)
-                slow = x > max_part
-            elif tp is Text or tp is Reasoning:
-                text: Text | Reasoning = part  # type: ignore[assignment]
-                s = text.text
-                x = len(s) if s.isascii() else _utf8(s)
-                s = text.signature
+                s = call.provider_id
                 if s:
                     x += len(s) if s.isascii() else _utf8(s)
+                slow = x > max_part
+            elif tp is Text:
+                text: Text = part  # type: ignore[assignment]
+                s = text.text
+                x = len(s) if s.isascii() else _utf8(s)
+                if text.signature is not None or text.provider_id is not None:
+                    x = _part_size(text)
+                slow = x > max_part
+            elif tp is Reasoning:
+                x = _part_size(part)  # type: ignore[arg-type]
                 slow = x > max_part
             else:
                 x = 0
@@ -354,6 +387,29 @@ def sanitize_history(
             n, keep = _slow_message(m, i, max_part, media, unsafe)
             if role != "user" and role != "system":
                 irregular = True
+        # The message's own strings (unrolled: this runs for every message).
+        x = 0
+        s = m.run_id
+        if s:
+            x += len(s) if s.isascii() else _utf8(s)
+        s = m.conversation_id
+        if s:
+            x += len(s) if s.isascii() else _utf8(s)
+        s = m.provider
+        if s:
+            x += len(s) if s.isascii() else _utf8(s)
+        s = m.model
+        if s:
+            x += len(s) if s.isascii() else _utf8(s)
+        s = m.stop_reason
+        if s:
+            x += len(s) if s.isascii() else _utf8(s)
+        s = m.response_id
+        if s:
+            x += len(s) if s.isascii() else _utf8(s)
+        if x > max_part:  # one of them may be over the per-field cap
+            _check_fields(m, i, max_part)
+        n += x
         total += n
         if total > max_total:
             raise HistoryTooLarge(

@@ -16,10 +16,11 @@ from typing import cast
 import msgspec
 
 from tether.errors import HistoryError, UserError
-from tether.history._tokens import TokenCounter
+from tether.history._input import as_messages
+from tether.history._tokens import ApproximateCounter, TokenCounter
 from tether.messages import Message, ToolCall, ToolResult
 
-__all__ = ["BudgetHistory", "TrimHistory", "TrimReport", "budget_history", "trim_history"]
+__all__ = ["CACHE_SIZE", "BudgetHistory", "TrimHistory", "TrimReport", "budget_history", "trim_history"]
 
 _encoder = msgspec.json.Encoder()
 
@@ -44,42 +45,46 @@ class TrimReport:
         return _encoder.encode(self)
 
 
-def _as_list(history: Iterable[Message]) -> list[Message] | tuple[Message, ...]:
-    return history if isinstance(history, list | tuple) else list(history)
-
-
-def _results_cut(msgs: Sequence[Message], at: int) -> bool:
-    """Whether results of the calls of the assistant message at ``at`` lie before it.
-
-    Only calls left unanswered by the tool messages right after it are looked for, so a
-    normalized history never pays for the scan of the cut part."""
+def _unanswered(msgs: Sequence[Message], at: int) -> set[str]:
+    """Ids of the calls of the assistant message at ``at`` that the tool messages right after it
+    leave unanswered (calls without an id are never looked for)."""
     ids = {p.id for p in msgs[at].parts if type(p) is ToolCall and p.id}
     j = at + 1
-    while ids and j < len(msgs) and msgs[j].role == "tool":
+    n = len(msgs)
+    while ids and j < n and msgs[j].role == "tool":
         ids.difference_update(r.call_id for r in msgs[j].parts if type(r) is ToolResult)
         j += 1
-    if not ids:
-        return False
-    return any(
-        type(r) is ToolResult and r.call_id in ids for m in msgs[:at] if m.role == "tool" for r in m.parts
-    )
+    return ids
 
 
 def _opening(msgs: Sequence[Message], start: int) -> int:
-    """The first index at or after ``start`` that can open a request."""
+    """The first index at or after ``start`` that can open a request.
+
+    A user message can open; an assistant message can open unless a result of one of its calls
+    that is not right after it lies before it (in a normalized history that never happens: then
+    it and its block go too). One pass: the results before each candidate are gathered
+    incrementally, and only once a candidate has an unanswered call, so a normalized history
+    never pays for a scan of the cut part."""
     n = len(msgs)
+    answered_before: set[str] | None = None  # call ids of results in msgs[:scanned]
+    scanned = 0
     i = start
     while i < n:
-        m = msgs[i]
-        if type(m) is not Message:
-            raise UserError(f"history[{i}] is a {type(m).__name__}, not a Message")
-        role = m.role
+        role = msgs[i].role
         if role == "user":
             return i
-        # An assistant turn can open unless results of its calls would be cut (they lie before
-        # it): then it and its block go too. A normalized history never has that.
-        if role == "assistant" and not _results_cut(msgs, i):
-            return i
+        if role == "assistant":
+            open_ids = _unanswered(msgs, i)
+            if not open_ids:
+                return i
+            if answered_before is None:
+                answered_before = set()
+            for m in msgs[scanned:i]:
+                if m.role == "tool":
+                    answered_before.update(r.call_id for r in m.parts if type(r) is ToolResult)
+            scanned = i
+            if answered_before.isdisjoint(open_ids):
+                return i
         i += 1
     raise HistoryError(
         f"the cut at message {start} leaves nothing that can open a request "
@@ -99,7 +104,7 @@ class TrimHistory:
 
     def apply(self, history: Iterable[Message]) -> tuple[list[Message], TrimReport]:
         """The trimmed history and what was cut."""
-        msgs = _as_list(history)
+        msgs = as_messages(history, "trim_history")
         n = len(msgs)
         if n <= self.max_messages:
             return list(msgs), TrimReport(n, 0)
@@ -123,7 +128,7 @@ def trim_history(max_messages: int) -> TrimHistory:
 
 
 class _Count(weakref.ref[Message]):
-    """A cache entry: a weak reference to the message, with its id and token count."""
+    """An identity-cache entry: a weak reference to the message, with its id and token count."""
 
     __slots__ = ("key", "tokens")
 
@@ -131,24 +136,57 @@ class _Count(weakref.ref[Message]):
     tokens: int
 
 
+CACHE_SIZE = 10_000
+"""Default number of messages ``budget_history`` remembers by content (see ``BudgetHistory``)."""
+
+
 class BudgetHistory:
     """The processor ``budget_history(counter, max_tokens)`` returns.
 
-    Counts are cached per message object for as long as the message lives (messages are
-    immutable): keyed by identity, so a message's content is never hashed, and evicted by a
-    weak-reference callback when the message is collected.
+    Token counts are cached in two layers (messages are immutable, so a count never goes stale):
+
+    - by identity, for as long as the message object lives: no content is hashed, and the entry
+      is evicted by a weak-reference callback when the message is collected;
+    - by content, for at most ``cache_size`` messages (and at least the ``cache_size / 2`` used
+      most recently): a history decoded from JSON or loaded from a store on every request holds
+      new objects equal to the ones already counted, and they are found here (one hash and one
+      equality test each, both in C) instead of being counted again. This table keeps up to
+      ``cache_size`` messages alive; ``cache_size=0`` turns it off. The default (``None``) is
+      ``CACHE_SIZE``, or ``0`` for an ``ApproximateCounter``, whose rule costs less than a
+      lookup by content.
+
+    So a conversation re-run with more messages, whether the same objects or freshly decoded
+    ones, costs counting only its new messages.
     """
 
-    __slots__ = ("__weakref__", "_counts", "counter", "max_tokens")
+    __slots__ = ("__weakref__", "_counts", "_older", "_recent", "cache_size", "counter", "max_tokens")
 
-    def __init__(self, counter: TokenCounter, max_tokens: int) -> None:
+    def __init__(self, counter: TokenCounter, max_tokens: int, *, cache_size: int | None = None) -> None:
         if not callable(counter):
             raise UserError("budget_history needs a token counter: a callable message -> int")
         if type(max_tokens) is not int or max_tokens < 1:
             raise UserError(f"budget_history needs max_tokens >= 1, not {max_tokens!r}")
+        if cache_size is None:
+            # The approximate rule costs less than one lookup by content (a hash and an equality
+            # test over the whole message): recounting is the cheaper way for it.
+            cache_size = 0 if isinstance(counter, ApproximateCounter) else CACHE_SIZE
+        elif type(cache_size) is not int or cache_size < 0:
+            raise UserError(f"budget_history needs cache_size >= 0 (or None), not {cache_size!r}")
         self.counter = counter
         self.max_tokens = max_tokens
+        self.cache_size = cache_size
         self._counts: dict[int, _Count] = {}
+        # Two generations of at most ``cache_size / 2`` messages each: a hit in the older one
+        # moves the entry to the recent one, so what is still in use survives the next turnover.
+        self._recent: dict[Message, int] = {}
+        self._older: dict[Message, int] = {}
+
+    def _remember(self, message: Message, tokens: int) -> None:
+        recent = self._recent
+        recent[message] = tokens
+        if 2 * len(recent) >= self.cache_size:  # a new generation: the oldest one is forgotten
+            self._older = recent
+            self._recent = {}
 
     def _evict(self, entry: weakref.ref[Message]) -> None:
         key = cast(_Count, entry).key
@@ -157,13 +195,29 @@ class BudgetHistory:
 
     def count(self, message: Message) -> int:
         """The (cached) token count of one message."""
-        key = id(message)
-        entry = self._counts.get(key)
+        entry = self._counts.get(id(message))
         if entry is not None and entry() is message:
             return entry.tokens
-        tokens = self.counter(message)
-        if type(tokens) is not int or tokens < 0:
-            raise UserError(f"the token counter returned {tokens!r}; it must return an int >= 0")
+        if type(message) is not Message:
+            raise UserError(f"budget_history counts Messages, not a {type(message).__name__}")
+        return self._count_new(message)
+
+    def _count_new(self, message: Message) -> int:
+        """The count of a message object not in the identity cache (looked up by content)."""
+        tokens = None
+        if self.cache_size:
+            tokens = self._recent.get(message)
+            if tokens is None:
+                tokens = self._older.pop(message, None)
+                if tokens is not None:
+                    self._remember(message, tokens)
+        if tokens is None:
+            tokens = self.counter(message)
+            if type(tokens) is not int or tokens < 0:
+                raise UserError(f"the token counter returned {tokens!r}; it must return an int >= 0")
+            if self.cache_size:
+                self._remember(message, tokens)
+        key = id(message)
         entry = _Count(message, self._evict)
         entry.key = key
         entry.tokens = tokens
@@ -172,19 +226,17 @@ class BudgetHistory:
 
     def apply(self, history: Iterable[Message]) -> tuple[list[Message], TrimReport]:
         """The newest messages within the budget, and what was cut."""
-        msgs = _as_list(history)
+        msgs = as_messages(history, "budget_history")
         n = len(msgs)
         get = self._counts.get
-        count = self.count
+        count_new = self._count_new
         budget = self.max_tokens
         total = 0
         j = n
         while j > 0:
             m = msgs[j - 1]
-            if type(m) is not Message:
-                raise UserError(f"history[{j - 1}] is a {type(m).__name__}, not a Message")
             entry = get(id(m))
-            tokens = entry.tokens if entry is not None and entry() is m else count(m)
+            tokens = entry.tokens if entry is not None and entry() is m else count_new(m)
             if total + tokens > budget:
                 break
             total += tokens
@@ -197,6 +249,7 @@ class BudgetHistory:
                 f"is over the budget of {budget} tokens"
             )
         start = _opening(msgs, j)
+        count = self.count
         kept = total - sum(count(m) for m in msgs[j:start])
         return list(msgs[start:]), TrimReport(n - start, start, start - j, kept)
 
@@ -208,8 +261,9 @@ class BudgetHistory:
         return f"budget_history({self.counter!r}, {self.max_tokens})"
 
 
-def budget_history(counter: TokenCounter, max_tokens: int) -> BudgetHistory:
+def budget_history(counter: TokenCounter, max_tokens: int, *, cache_size: int | None = None) -> BudgetHistory:
     """A history processor keeping the newest messages that fit ``max_tokens`` by ``counter``,
     with ``trim_history``'s boundary rule; it never separates a call from its results. A history
-    that fits is returned unchanged; a cut that leaves nothing openable raises ``HistoryError``."""
-    return BudgetHistory(counter, max_tokens)
+    that fits is returned unchanged; a cut that leaves nothing openable raises ``HistoryError``.
+    ``cache_size`` bounds how many messages it remembers by content (``BudgetHistory``)."""
+    return BudgetHistory(counter, max_tokens, cache_size=cache_size)

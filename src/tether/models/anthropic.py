@@ -9,17 +9,16 @@ the request options, error mapping and streaming. Signed thinking is replayed un
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from tether.errors import DecodeError, ModelError, ModelHTTPError, UnsupportedContent, UserError
+from tether.errors import DecodeError, ModelError, UnsupportedContent, UserError
 from tether.messages import Document, Message, ToolResult
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
+from tether.models._driver import api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
 from tether.models.wire._common import check_content
+from tether.models.wire._json import given
 from tether.models.wire.anthropic import (
     PROFILES,
     PROVIDER,
@@ -49,6 +48,10 @@ def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
     if tool.strict is not None:
         entry["strict"] = tool.strict
     return entry
+
+
+def _error(exc: Exception) -> ModelError:
+    return sdk_error(exc, anthropic.APIStatusError, PROVIDER)
 
 
 def _check_documents(messages: Sequence[Message]) -> None:
@@ -113,13 +116,8 @@ class AnthropicModel:
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
-            key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
-            if key is None:
-                raise UserError(
-                    "the Anthropic driver needs an API key: set ANTHROPIC_API_KEY or pass api_key="
-                )
             self._client = anthropic.AsyncAnthropic(
-                api_key=key,
+                api_key=api_key(self._api_key, "the Anthropic driver", "ANTHROPIC_API_KEY"),
                 base_url=self._base_url,
                 http_client=self._http_client,
                 max_retries=self._max_retries,
@@ -159,18 +157,11 @@ class AnthropicModel:
         if s.timeout is not None:
             kwargs["timeout"] = s.timeout
         # Sampling options are not parameters of this SDK's ``create``: they travel in the body.
-        extra = {k: v for k, v in (("temperature", s.temperature), ("top_p", s.top_p)) if v is not None}
+        extra = given(temperature=s.temperature, top_p=s.top_p)
         extra.update(s.extra)
         if extra:
             kwargs["extra_body"] = extra
         return kwargs
-
-    def _error(self, exc: Exception) -> ModelError:
-        if isinstance(exc, anthropic.APIStatusError):
-            return ModelHTTPError(
-                exc.message, status=exc.status_code, provider=PROVIDER, body=exc.response.text
-            )
-        return ModelError(f"{PROVIDER} request failed: {exc}", stage="model")
 
     async def generate(
         self,
@@ -186,14 +177,8 @@ class AnthropicModel:
         try:
             raw = await create(**kwargs)
         except anthropic.APIError as exc:
-            raise self._error(exc) from exc
-        try:
-            body = msgspec.json.decode(await raw.read())
-            if not isinstance(body, dict):
-                raise DecodeError("response body is not a JSON object", path="$")
-            return decode_response(body)  # pyright: ignore[reportUnknownArgumentType]
-        except (msgspec.DecodeError, DecodeError) as exc:
-            raise ModelError(f"{PROVIDER} returned a malformed response: {exc}", stage="model") from exc
+            raise _error(exc) from exc
+        return decode_body(await raw.read(), PROVIDER, decode_response)
 
     async def stream(
         self,
@@ -213,21 +198,15 @@ class AnthropicModel:
         try:
             events = await create(**kwargs, stream=True)
         except anthropic.APIError as exc:
-            raise self._error(exc) from exc
+            raise _error(exc) from exc
         try:
             async for event in events:
                 for delta in accumulator.feed(event.model_dump(mode="json", exclude_unset=True)):
                     yield delta
         except anthropic.APIError as exc:
-            raise self._error(exc) from exc
+            raise _error(exc) from exc
         except DecodeError as exc:
             raise ModelError(f"{PROVIDER} streamed a malformed event: {exc}", stage="model") from exc
         finally:
             await events.close()
-        if not accumulator.finished:
-            raise ModelError(f"{PROVIDER} stream ended before message_stop", stage="model")
-        try:
-            response = accumulator.result()
-        except DecodeError as exc:
-            raise ModelError(f"{PROVIDER} streamed a malformed response: {exc}", stage="model") from exc
-        yield response
+        yield stream_result(accumulator, PROVIDER, end="message_stop")

@@ -10,7 +10,6 @@ byte for byte (the SDK turns the base64 text back into the exact bytes it receiv
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -20,8 +19,10 @@ import pydantic
 from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
 from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
+from tether.models._driver import api_key, request_failed, stream_result
 from tether.models._sdk import require
 from tether.models.wire._common import check_content
+from tether.models.wire._json import given
 from tether.models.wire.gemini import (
     PROFILES,
     PROVIDER,
@@ -137,9 +138,7 @@ class GeminiModel:
 
     def _sdk(self) -> genai.Client:
         if self._client is None:
-            key = self._api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-            if key is None:
-                raise UserError("the Gemini driver needs an API key: set GEMINI_API_KEY or pass api_key=")
+            key = api_key(self._api_key, "the Gemini driver", "GEMINI_API_KEY", "GOOGLE_API_KEY")
             options: Any = self._http_options
             self._client = genai.Client(api_key=key, http_options=options)
         return self._client
@@ -165,12 +164,9 @@ class GeminiModel:
         if tools:
             config["tools"] = _tools(tools)
             config["automatic_function_calling"] = {"disable": True}
-        if s.max_tokens is not None:
-            config["max_output_tokens"] = s.max_tokens
-        for key in ("temperature", "top_p", "seed"):
-            value = getattr(s, key)
-            if value is not None:
-                config[key] = value
+        config.update(
+            given(max_output_tokens=s.max_tokens, temperature=s.temperature, top_p=s.top_p, seed=s.seed)
+        )
         if s.stop:
             config["stop_sequences"] = list(s.stop)
         if s.timeout is not None:
@@ -187,7 +183,7 @@ class GeminiModel:
             details: Any = exc.details  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
             body = msgspec.json.encode(details).decode() if details is not None else str(exc)
             return ModelHTTPError(exc.message or str(exc), status=exc.code, provider=PROVIDER, body=body)
-        return ModelError(f"{PROVIDER} request failed: {exc}", stage="model")
+        return request_failed(exc, PROVIDER)
 
     async def generate(
         self,
@@ -238,10 +234,4 @@ class GeminiModel:
             raise self._error(exc) from exc
         finally:
             await chunks.aclose()
-        if not accumulator.finished:
-            raise ModelError(f"{PROVIDER} stream ended before a finish reason", stage="model")
-        try:
-            response = accumulator.result()
-        except DecodeError as exc:
-            raise ModelError(f"{PROVIDER} streamed a malformed response: {exc}", stage="model") from exc
-        yield response
+        yield stream_result(accumulator, PROVIDER, end="a finish reason")

@@ -34,6 +34,7 @@ from tether.models._base import (
 )
 from tether.models._sdk import require
 from tether.models.wire._common import check_content
+from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
 if TYPE_CHECKING:
@@ -161,10 +162,7 @@ class LocalModel:
                 for t in tools
             ]
             kwargs["tool_choice"] = s.extra.get("tool_choice", "auto")
-        for key in ("max_tokens", "temperature", "top_p", "seed"):
-            value = getattr(s, key)
-            if value is not None:
-                kwargs[key] = value
+        kwargs.update(given(max_tokens=s.max_tokens, temperature=s.temperature, top_p=s.top_p, seed=s.seed))
         if s.stop:
             kwargs["stop"] = list(s.stop)
         kwargs.update({k: v for k, v in s.extra.items() if k != "tool_choice"})

@@ -13,17 +13,17 @@ the request options, error mapping and streaming.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
+from tether.errors import ModelError, UserError
 from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
+from tether.models._driver import api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
 from tether.models.wire._common import check_content
+from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
 if TYPE_CHECKING:
@@ -119,13 +119,13 @@ class OpenAIChatModel:
 
     def _sdk(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            key = self._api_key or os.environ.get("OPENAI_API_KEY")
-            if key is None and self._base_url is not None:
-                key = "not-needed"  # local OpenAI-compatible servers take any key
-            if key is None:
-                raise UserError(
-                    "the OpenAI Chat driver needs an API key: set OPENAI_API_KEY or pass api_key="
-                )
+            key = api_key(
+                self._api_key,
+                "the OpenAI Chat driver",
+                "OPENAI_API_KEY",
+                # local OpenAI-compatible servers take any key
+                default=None if self._base_url is None else "not-needed",
+            )
             self._client = openai.AsyncOpenAI(
                 api_key=key,
                 base_url=self._base_url,
@@ -164,10 +164,7 @@ class OpenAIChatModel:
             kwargs["tool_choice"] = extra.pop("tool_choice", "auto")
         if s.max_tokens is not None:
             kwargs["max_completion_tokens" if self._provider == "openai" else "max_tokens"] = s.max_tokens
-        for key in ("temperature", "top_p", "seed"):
-            value = getattr(s, key)
-            if value is not None:
-                kwargs[key] = value
+        kwargs.update(given(temperature=s.temperature, top_p=s.top_p, seed=s.seed))
         if s.stop:
             kwargs["stop"] = list(s.stop)
         if tools and s.parallel_tool_calls is not None:
@@ -179,11 +176,7 @@ class OpenAIChatModel:
         return kwargs
 
     def _error(self, exc: Exception) -> ModelError:
-        if isinstance(exc, openai.APIStatusError):
-            return ModelHTTPError(
-                exc.message, status=exc.status_code, provider=self._provider, body=exc.response.text
-            )
-        return ModelError(f"{self._provider} request failed: {exc}", stage="model")
+        return sdk_error(exc, openai.APIStatusError, self._provider)
 
     async def generate(
         self,
@@ -200,13 +193,7 @@ class OpenAIChatModel:
             raw = await create(**kwargs)
         except openai.APIError as exc:
             raise self._error(exc) from exc
-        try:
-            body = msgspec.json.decode(raw.content)
-            if not isinstance(body, dict):
-                raise DecodeError("response body is not a JSON object", path="$")
-            return decode_response(body, provider=self._provider)  # pyright: ignore[reportUnknownArgumentType]
-        except (msgspec.DecodeError, DecodeError) as exc:
-            raise ModelError(f"{self._provider} returned a malformed response: {exc}", stage="model") from exc
+        return decode_body(raw.content, self._provider, partial(decode_response, provider=self._provider))
 
     async def stream(
         self,
@@ -237,10 +224,4 @@ class OpenAIChatModel:
             raise self._error(exc) from exc
         finally:
             await chunks.close()
-        if not accumulator.finished:
-            raise ModelError(f"{self._provider} stream ended before a finish reason", stage="model")
-        try:
-            response = accumulator.result()
-        except DecodeError as exc:
-            raise ModelError(f"{self._provider} streamed a malformed response: {exc}", stage="model") from exc
-        yield response
+        yield stream_result(accumulator, self._provider, end="a finish reason")

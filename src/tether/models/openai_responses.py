@@ -17,7 +17,7 @@ require("openai", "openai", "the OpenAI Responses driver")
 
 import openai  # noqa: E402  (after the MissingExtra check above)
 
-from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError  # noqa: E402
+from tether.errors import DecodeError, ModelError, UserError  # noqa: E402
 from tether.messages import Message  # noqa: E402
 from tether.models._base import (  # noqa: E402
     ModelResponse,
@@ -26,7 +26,9 @@ from tether.models._base import (  # noqa: E402
     StreamEvent,
     ToolDefinition,
 )
+from tether.models._driver import http_error, request_failed  # noqa: E402
 from tether.models.wire._common import check_content  # noqa: E402
+from tether.models.wire._json import given  # noqa: E402
 from tether.models.wire.openai_responses import (  # noqa: E402
     REASONING_FAMILIES,
     StreamAccumulator,
@@ -105,14 +107,14 @@ class OpenAIResponsesModel:
                 raise UserError("the OpenAI Responses API has no stop sequences (settings.stop)")
             if settings.seed is not None:
                 raise UserError("the OpenAI Responses API has no seed (settings.seed)")
-            for key, value in (
-                ("max_output_tokens", settings.max_tokens),
-                ("temperature", settings.temperature),
-                ("top_p", settings.top_p),
-                ("parallel_tool_calls", settings.parallel_tool_calls),
-            ):
-                if value is not None:
-                    body[key] = value
+            body.update(
+                given(
+                    max_output_tokens=settings.max_tokens,
+                    temperature=settings.temperature,
+                    top_p=settings.top_p,
+                    parallel_tool_calls=settings.parallel_tool_calls,
+                )
+            )
             body.update(settings.extra)
         return body
 
@@ -134,9 +136,9 @@ class OpenAIResponsesModel:
             )
             payload: Any = json.loads(raw.text)
         except openai.APIStatusError as exc:
-            raise _http_error(exc) from exc
+            raise http_error(exc, _PROVIDER_LABEL) from exc
         except openai.APIError as exc:
-            raise ModelError(f"{_PROVIDER_LABEL} request failed: {exc}", stage="model") from exc
+            raise request_failed(exc, _PROVIDER_LABEL) from exc
         except ValueError as exc:
             raise ModelError(
                 f"{_PROVIDER_LABEL} returned a body that is not JSON: {exc}", stage="model"
@@ -168,7 +170,7 @@ class OpenAIResponsesModel:
                     for delta in accumulator.feed(event):
                         yield delta
         except openai.APIStatusError as exc:
-            raise _http_error(exc) from exc
+            raise http_error(exc, _PROVIDER_LABEL) from exc
         except openai.APIError as exc:
             raise ModelError(f"{_PROVIDER_LABEL} stream failed: {exc}", stage="model") from exc
         if not accumulator.finished:
@@ -206,11 +208,3 @@ def _finish(payload: object) -> ModelResponse:
         error: object = cast(dict[str, Any], payload).get("error")
         raise ModelError(f"{_PROVIDER_LABEL} response failed: {error}", stage="model")
     return response
-
-
-def _http_error(exc: openai.APIStatusError) -> ModelHTTPError:
-    try:
-        body = exc.response.text
-    except Exception:  # a streamed error body may be unread
-        body = str(exc.body)
-    return ModelHTTPError(exc.message, status=exc.status_code, provider=_PROVIDER_LABEL, body=body)

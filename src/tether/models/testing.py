@@ -10,7 +10,7 @@ import inspect
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias
 
 import msgspec
 from msgspec.structs import replace
@@ -27,8 +27,9 @@ from tether.models._base import (
     ToolCallDelta,
     ToolDefinition,
 )
+from tether.models._examples import pattern_example, schema_example
 
-__all__ = ["FunctionInfo", "FunctionModel", "TestModel", "schema_example"]
+__all__ = ["FunctionInfo", "FunctionModel", "TestModel", "pattern_example", "schema_example"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,56 +154,6 @@ class FunctionModel:
         response = await self.generate(messages, instructions=instructions, tools=tools, settings=settings)
         async for event in _stream_response(response):
             yield event
-
-
-def schema_example(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0) -> Any:
-    """A small value valid for a JSON Schema (the subset tool schemas use): ``$ref``, ``enum``,
-    ``const``, ``default``, ``anyOf``/``oneOf``/``allOf`` (first option), objects, arrays and
-    tuples (``prefixItems``), and scalars with ``minimum``/``minLength``/``minItems``."""
-    root = schema if root is None else root
-    if depth > 32:
-        raise UserError("schema_example: the schema nests deeper than 32 levels")
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        name = ref.rsplit("/", 1)[-1]
-        return schema_example(root.get("$defs", {}).get(name, {}), root, depth + 1)
-    if "default" in schema:
-        return schema["default"]
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = cast(list[dict[str, Any]], schema.get(key) or [])
-        if options:
-            non_null = [o for o in options if o.get("type") != "null"] or options
-            return schema_example(non_null[0], root, depth + 1)
-    kind = schema.get("type", "object")
-    if isinstance(kind, list):
-        kinds = [k for k in cast(list[str], kind) if k != "null"] or ["null"]
-        kind = kinds[0]
-    if kind == "object":
-        props = cast(dict[str, dict[str, Any]], schema.get("properties", {}))
-        return {k: schema_example(v, root, depth + 1) for k, v in props.items()}
-    if kind == "array":
-        prefix = cast(list[dict[str, Any]], schema.get("prefixItems") or [])
-        if prefix:
-            return [schema_example(item, root, depth + 1) for item in prefix]
-        items = cast(dict[str, Any], schema.get("items") or {})
-        count = max(int(schema.get("minItems", 1)), 1)
-        max_items = schema.get("maxItems")
-        if isinstance(max_items, int):
-            count = min(count, max_items)
-        return [schema_example(items, root, depth + 1) for _ in range(count)]
-    if kind == "string":
-        return "a" * max(int(schema.get("minLength", 1)), 1)
-    if kind == "integer":
-        return int(schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1))
-    if kind == "number":
-        return float(schema.get("minimum", 0.0))
-    if kind == "boolean":
-        return False
-    return None
 
 
 class TestModel:

@@ -4,35 +4,51 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, LiteralString
 
 import msgspec
 
 from tether.errors import ConflictError, CorruptRecord, EncryptionError, NotFound, StoreError, UserError
-from tether.messages import Message, Text, ToolResult, dumps_message
+from tether.messages import Message, Text, ToolResult, dumps_message, new_id
 from tether.stores._crypto import Keyring
-from tether.stores._protocol import ExpireHook, OnCorrupt, Store, ToolEffect
+from tether.stores._protocol import ConversationInfo, ExpireHook, OnCorrupt, Store, ToolEffect
 
 __all__ = [
+    "CONVERSATION_COLUMNS",
     "PREVIEW_CHARS",
     "BatchFacts",
     "RowCodec",
     "batch_facts",
     "check_append",
     "check_id",
+    "check_ids",
+    "check_limit",
     "check_load",
+    "check_tool_call",
+    "check_version",
     "conflict",
-    "make_effect",
+    "fork_point",
+    "id_or_new",
+    "idle_filter",
+    "load_offset",
     "not_found",
     "now",
+    "pending_migrations",
+    "purge_cutoff",
     "purge_with_hook",
-    "since_beyond",
+    "reencrypt_batches",
     "to_datetime",
+    "unknown_call",
 ]
 
 PREVIEW_CHARS = 200
+CONVERSATION_COLUMNS = (
+    "pk, id, version, created_at, updated_at, preview_key, preview, last_model, forked_from, forked_at"
+)
+"""The conversation row as ``RowCodec.info`` reads it (the SQL stores select exactly these)."""
 _message_decoder = msgspec.json.Decoder(Message)
 
 
@@ -51,6 +67,29 @@ def check_id(value: object, what: str) -> str:
     if len(value) > 512:
         raise UserError(f"{what} is longer than 512 characters")
     return value
+
+
+def id_or_new(value: str | None, what: str) -> str:
+    """A caller's id, checked, or a new UUIDv7 when it is ``None``."""
+    return new_id() if value is None else check_id(value, what)
+
+
+def check_ids(owner: object, conversation_id: object) -> None:
+    check_id(owner, "owner")
+    check_id(conversation_id, "conversation_id")
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise UserError(f"limit must be an int >= 0, not {limit!r}")
+
+
+def check_tool_call(run_id: str, call_id: str, tool_name: str, arguments: str) -> None:
+    """The arguments of ``record_tool_started`` beyond owner and conversation id."""
+    for value, what in ((run_id, "run_id"), (call_id, "call_id"), (tool_name, "tool_name")):
+        check_id(value, what)
+    if not isinstance(arguments, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(f"arguments must be the raw JSON text (str), not {type(arguments).__name__}")
 
 
 def check_append(messages: Sequence[Message], expected_version: int | None) -> None:
@@ -75,6 +114,50 @@ def check_load(tail: int | None, since: int | None, on_corrupt: OnCorrupt) -> No
         raise UserError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
 
 
+def load_offset(conversation_id: str, version: int, tail: int | None, since: int | None) -> int:
+    """How many messages ``load`` skips (arguments already passed ``check_load``)."""
+    if tail is not None:
+        return max(0, version - tail)
+    if since is not None:
+        if since > version:
+            raise UserError(f"since={since} is beyond conversation {conversation_id!r} version {version}")
+        return since
+    return 0
+
+
+def fork_point(at_version: int | None, version: int) -> int:
+    """The version ``fork`` copies up to: ``at_version`` checked against the source, default all."""
+    at = version if at_version is None else at_version
+    if type(at) is not int or not 0 <= at <= version:
+        raise UserError(f"at_version must be between 0 and {version}, not {at_version!r}")
+    return at
+
+
+def check_version(conversation_id: str, expected_version: int | None, version: int) -> None:
+    if expected_version is not None and expected_version != version:
+        raise conflict(conversation_id, expected_version, version)
+
+
+def purge_cutoff(now: float, older_than: timedelta, owner: str | None) -> float:
+    """The ``updated_at`` before which ``purge`` deletes (checks ``owner`` when given)."""
+    if owner is not None:
+        check_id(owner, "owner")
+    return now - older_than.total_seconds()
+
+
+def idle_filter(
+    cutoff: float, owner: str | None, mark: LiteralString
+) -> tuple[LiteralString, tuple[Any, ...]]:
+    """SQL ``WHERE`` clause and parameters for the idle conversations; ``mark`` is the placeholder."""
+    if owner is None:
+        return f"updated_at < {mark}", (cutoff,)
+    return f"updated_at < {mark} AND owner = {mark}", (cutoff, owner)
+
+
+def unknown_call(call_id: str, run_id: str) -> NotFound:
+    return NotFound(f"no started tool call {call_id!r} of run {run_id!r}")
+
+
 def not_found(conversation_id: str) -> NotFound:
     """The one NotFound every store raises: identical for a missing and a foreign conversation."""
     return NotFound(f"no conversation {conversation_id!r}")
@@ -86,10 +169,6 @@ def conflict(conversation_id: str, expected: int, actual: int) -> ConflictError:
         expected=expected,
         actual=actual,
     )
-
-
-def since_beyond(conversation_id: str, since: int, version: int) -> UserError:
-    return UserError(f"since={since} is beyond conversation {conversation_id!r} version {version}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,24 +366,80 @@ class RowCodec:
         """True when a row is not sealed with the keyring's current key."""
         return self.keyring is not None and key_id != self.keyring.current
 
+    # -- row work shared by the SQL stores -------------------------------------------------------
+    def info(self, owner: str, row: Sequence[Any]) -> ConversationInfo:
+        """A conversation row (the ``CONVERSATION_COLUMNS``) as its summary line."""
+        _, cid, version, created, updated, preview_key, preview, last_model, forked_from, forked_at = row
+        return ConversationInfo(
+            conversation_id=cid,
+            version=version,
+            created_at=to_datetime(created),
+            updated_at=to_datetime(updated),
+            preview=None
+            if preview is None
+            else self.open_field(owner, cid, "preview", 0, preview_key, preview),
+            last_model=last_model,
+            forked_from=None if forked_from is None else (forked_from, forked_at),
+        )
+
+    def seal_preview(
+        self, owner: str, conversation_id: str, preview: str | None
+    ) -> tuple[str | None, bytes | None]:
+        """``(preview_key, preview)`` column values; ``(None, None)`` when there is no preview."""
+        if preview is None:
+            return None, None
+        return self.seal_field(owner, conversation_id, "preview", 0, preview)
+
+    def copy_rows(
+        self, owner: str, source_id: str, target_id: str, rows: Sequence[tuple[int, str | None, bytes]]
+    ) -> list[tuple[int, str | None, bytes]]:
+        """Rows ``(seq, key_id, data)`` of ``source_id`` for its fork ``target_id``: sealed rows are
+        bound to their conversation, so they are re-sealed; plaintext rows are kept as they are."""
+        copied: list[tuple[int, str | None, bytes]] = []
+        for seq, key_id, data in rows:
+            if key_id is None:
+                copied.append((seq, None, data))
+            else:
+                plain = self.open_row(owner, source_id, seq, key_id, data)
+                copied.extend(self.seal(owner, target_id, seq, [plain]))
+        return copied
+
+    def reseal_row(
+        self, owner: str, conversation_id: str, seq: int, key_id: str | None, data: bytes
+    ) -> tuple[str | None, bytes]:
+        """One message row sealed again with the current key: ``(key_id, data)``."""
+        _, new_key, sealed = self.seal(
+            owner, conversation_id, seq, [self.open_row(owner, conversation_id, seq, key_id, data)]
+        )[0]
+        return new_key, sealed
+
+    def reseal_field(
+        self, owner: str, conversation_id: str, kind: str, where: int | str, key_id: str | None, data: bytes
+    ) -> tuple[str | None, bytes]:
+        """One small field (preview, tool arguments) sealed again with the current key."""
+        text = self.open_field(owner, conversation_id, kind, where, key_id, data)
+        return self.seal_field(owner, conversation_id, kind, where, text)
+
+    def effects(self, owner: str, conversation_id: str, rows: Iterable[Sequence[Any]]) -> list[ToolEffect]:
+        """Ledger rows ``(run_id, call_id, tool_name, started_at, finished_at, failed, arguments_key,
+        arguments)`` as ``ToolEffect`` values, the arguments opened."""
+        return [
+            ToolEffect(
+                conversation_id=conversation_id,
+                run_id=str(run_id),
+                call_id=str(call_id),
+                tool_name=str(tool_name),
+                arguments=self.open_field(owner, conversation_id, "tool", call_id, arguments_key, arguments),
+                started_at=to_datetime(float(started_at)),
+                finished=finished_at is not None,
+                failed=bool(failed),
+            )
+            for run_id, call_id, tool_name, started_at, finished_at, failed, arguments_key, arguments in rows
+        ]
+
 
 def _where(conversation_id: str, seq: int) -> str:
     return f"conversation {conversation_id}, seq {seq}"
-
-
-def make_effect(conversation_id: str, row: Sequence[Any], arguments: str) -> ToolEffect:
-    """Row order: run_id, call_id, tool_name, started_at, finished_at, failed."""
-    run_id, call_id, tool_name, started_at, finished_at, failed = row[:6]
-    return ToolEffect(
-        conversation_id=conversation_id,
-        run_id=str(run_id),
-        call_id=str(call_id),
-        tool_name=str(tool_name),
-        arguments=arguments,
-        started_at=to_datetime(float(started_at)),
-        finished=finished_at is not None,
-        failed=bool(failed),
-    )
 
 
 async def purge_with_hook(
@@ -327,3 +462,26 @@ async def purge_with_hook(
         ):
             deleted += 1
     return deleted
+
+
+async def reencrypt_batches(codec: RowCodec, one_batch: Callable[[str], Awaitable[int]]) -> int:
+    """The ``reencrypt`` loop: run ``one_batch(current_key_id)`` (one transaction each) until it
+    rewrites nothing; return how many rows were rewritten in all."""
+    if codec.keyring is None:
+        raise EncryptionError("reencrypt needs a store opened with a keyring")
+    current = codec.keyring.current
+    total = 0
+    while done := await one_batch(current):
+        total += done
+    return total
+
+
+def pending_migrations(
+    applied: AbstractSet[str], migrations: Sequence[tuple[str, tuple[str, ...]]]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The named migrations not applied yet, in order; ``StoreError`` if the database has one this
+    tether does not know (it was migrated by a newer release)."""
+    unknown = applied - {name for name, _ in migrations}
+    if unknown:
+        raise StoreError(f"database schema is newer than this tether (unknown migrations {sorted(unknown)})")
+    return [(name, statements) for name, statements in migrations if name not in applied]

@@ -7,19 +7,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from tether.errors import NotFound, UserError
 from tether.messages import Message
-from tether.messages import new_id as _new_id
 from tether.stores._common import (
     batch_facts,
     check_append,
     check_id,
+    check_limit,
     check_load,
+    check_tool_call,
+    check_version,
     conflict,
+    fork_point,
+    id_or_new,
+    load_offset,
     not_found,
     now,
-    since_beyond,
+    purge_cutoff,
+    purge_with_hook,
     to_datetime,
+    unknown_call,
 )
 from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
 
@@ -82,7 +88,7 @@ class MemoryStore:
     async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
         """See ``Store.create``."""
         check_id(owner, "owner")
-        cid = _new_id() if conversation_id is None else check_id(conversation_id, "conversation_id")
+        cid = id_or_new(conversation_id, "conversation_id")
         with self._lock:
             existing = self._data.get((owner, cid))
             if existing is not None:
@@ -107,8 +113,7 @@ class MemoryStore:
         with self._lock:
             c = self._get(owner, conversation_id)
             version = len(c.messages)
-            if expected_version is not None and expected_version != version:
-                raise conflict(conversation_id, expected_version, version)
+            check_version(conversation_id, expected_version, version)
             if not messages:
                 return version
             c.messages.extend(messages)
@@ -137,13 +142,7 @@ class MemoryStore:
         with self._lock:
             c = self._get(owner, conversation_id)
             version = len(c.messages)
-            offset = 0
-            if tail is not None:
-                offset = max(0, version - tail)
-            elif since is not None:
-                if since > version:
-                    raise since_beyond(conversation_id, since, version)
-                offset = since
+            offset = load_offset(conversation_id, version, tail, since)
             return Loaded(conversation_id, tuple(c.messages[offset:]), version, offset)
 
     async def conversations(
@@ -151,6 +150,7 @@ class MemoryStore:
     ) -> list[ConversationInfo]:
         """See ``Store.conversations``."""
         check_id(owner, "owner")
+        check_limit(limit)
         with self._lock:
             mine = [(cid, c) for (o, cid), c in self._data.items() if o == owner]
         mine.sort(key=lambda item: (item[1].updated_at, item[0]), reverse=True)
@@ -170,13 +170,10 @@ class MemoryStore:
         new_id: str | None = None,
     ) -> str:
         """See ``Store.fork``."""
-        target = _new_id() if new_id is None else check_id(new_id, "new_id")
+        target = id_or_new(new_id, "new_id")
         with self._lock:
             c = self._get(owner, conversation_id)
-            version = len(c.messages)
-            at = version if at_version is None else at_version
-            if type(at) is not int or not 0 <= at <= version:
-                raise UserError(f"at_version must be between 0 and {version}, not {at_version!r}")
+            at = fork_point(at_version, len(c.messages))
             if (owner, target) in self._data:
                 raise conflict(target, 0, len(self._data[(owner, target)].messages))
             copied = c.messages[:at]
@@ -206,23 +203,27 @@ class MemoryStore:
         on_expire: ExpireHook | None = None,
     ) -> int:
         """See ``Store.purge``."""
-        cutoff = self._clock() - older_than.total_seconds()
+        cutoff = purge_cutoff(self._clock(), older_than, owner)
         with self._lock:
             idle = [
-                (o, cid, c)
-                for (o, cid), c in self._data.items()
-                if c.updated_at < cutoff and (owner is None or o == owner)
+                key
+                for key, c in self._data.items()
+                if c.updated_at < cutoff and (owner is None or key[0] == owner)
             ]
-        deleted = 0
-        for o, cid, c in idle:
-            if on_expire is not None and not await on_expire(self._info(cid, c), tuple(c.messages)):
-                continue
+            if on_expire is None:
+                for key in idle:
+                    del self._data[key]
+                return len(idle)
+
+        async def delete_if_unchanged(o: str, cid: str, version: int) -> bool:
             with self._lock:
-                current = self._data.get((o, cid))
-                if current is c and c.updated_at < cutoff:  # not touched while the hook ran
-                    del self._data[(o, cid)]
-                    deleted += 1
-        return deleted
+                c = self._data.get((o, cid))
+                if c is None or len(c.messages) != version or c.updated_at >= cutoff:
+                    return False
+                del self._data[(o, cid)]
+                return True
+
+        return await purge_with_hook(self, idle, on_expire, delete_if_unchanged)
 
     async def record_tool_started(
         self,
@@ -234,9 +235,7 @@ class MemoryStore:
         arguments: str,
     ) -> bool:
         """See ``Store.record_tool_started``."""
-        check_id(run_id, "run_id")
-        check_id(call_id, "call_id")
-        check_id(tool_name, "tool_name")
+        check_tool_call(run_id, call_id, tool_name, arguments)
         with self._lock:
             c = self._get(owner, conversation_id)
             if call_id in c.effects:
@@ -252,7 +251,7 @@ class MemoryStore:
             c = self._get(owner, conversation_id)
             effect = c.effects.get(call_id)
             if effect is None or effect.run_id != run_id:
-                raise NotFound(f"no started tool call {call_id!r} of run {run_id!r}")
+                raise unknown_call(call_id, run_id)
             effect.finished = True
             effect.failed = failed
 

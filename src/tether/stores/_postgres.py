@@ -14,22 +14,31 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any, Self
 
-from tether.errors import EncryptionError, MissingExtra, NotFound, StoreError, UserError
+from tether.errors import MissingExtra, StoreError
 from tether.messages import Message
-from tether.messages import new_id as _new_id
 from tether.stores._common import (
+    CONVERSATION_COLUMNS,
     RowCodec,
     batch_facts,
     check_append,
     check_id,
+    check_ids,
+    check_limit,
     check_load,
+    check_tool_call,
+    check_version,
     conflict,
-    make_effect,
+    fork_point,
+    id_or_new,
+    idle_filter,
+    load_offset,
     not_found,
     now,
+    pending_migrations,
+    purge_cutoff,
     purge_with_hook,
-    since_beyond,
-    to_datetime,
+    reencrypt_batches,
+    unknown_call,
 )
 from tether.stores._crypto import Keyring
 from tether.stores._migrations import POSTGRES
@@ -45,7 +54,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["PostgresStore"]
 
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
-_COLUMNS = "pk, id, version, created_at, updated_at, preview_key, preview, last_model, forked_from, forked_at"
 _OFF_LOOP_ROWS = 256  # decode bigger loads on a worker thread
 
 
@@ -123,7 +131,7 @@ class PostgresStore:
     @staticmethod
     async def _row(conn: _Conn, owner: str, conversation_id: str, *, lock: bool = False) -> tuple[Any, ...]:
         cursor = await conn.execute(
-            f"SELECT {_COLUMNS} FROM tether_conversations WHERE owner = %s AND id = %s"
+            f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = %s AND id = %s"
             + (" FOR SHARE" if lock else ""),
             (owner, conversation_id),
         )
@@ -132,25 +140,11 @@ class PostgresStore:
             raise not_found(conversation_id)
         return row
 
-    def _info(self, owner: str, row: tuple[Any, ...]) -> ConversationInfo:
-        _, cid, version, created, updated, preview_key, preview, last_model, forked_from, forked_at = row
-        return ConversationInfo(
-            conversation_id=cid,
-            version=version,
-            created_at=to_datetime(created),
-            updated_at=to_datetime(updated),
-            preview=None
-            if preview is None
-            else self._codec.open_field(owner, cid, "preview", 0, preview_key, preview),
-            last_model=last_model,
-            forked_from=None if forked_from is None else (forked_from, forked_at),
-        )
-
     # -- the Store protocol -------------------------------------------------------------------
     async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
         """See ``Store.create``."""
         check_id(owner, "owner")
-        cid = _new_id() if conversation_id is None else check_id(conversation_id, "conversation_id")
+        cid = id_or_new(conversation_id, "conversation_id")
         t = self._clock()
         async with self._tx() as conn:
             cursor = await conn.execute(
@@ -172,8 +166,7 @@ class PostgresStore:
         expected_version: int | None = None,
     ) -> int:
         """See ``Store.append``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         check_append(messages, expected_version)
         facts = batch_facts(messages)
         encoded = RowCodec.encode(messages)
@@ -188,15 +181,14 @@ class PostgresStore:
             if row is None:
                 raise not_found(conversation_id)
             pk, version, no_preview, open_effects = row
-            if expected_version is not None and expected_version != version:
-                raise conflict(conversation_id, expected_version, version)
+            check_version(conversation_id, expected_version, version)
             if not encoded:
                 return version
             rows = codec.seal(owner, conversation_id, version + 1, encoded)
             new_version = version + len(encoded)
-            preview_key, preview = (None, None)
-            if no_preview and facts.preview is not None:
-                preview_key, preview = codec.seal_field(owner, conversation_id, "preview", 0, facts.preview)
+            preview_key, preview = codec.seal_preview(
+                owner, conversation_id, facts.preview if no_preview else None
+            )
             # one round trip: insert the batch and move the version
             await conn.execute(
                 "WITH batch AS (INSERT INTO tether_messages (conversation, seq, key_id, data) "
@@ -237,8 +229,7 @@ class PostgresStore:
         on_corrupt: OnCorrupt = "raise",
     ) -> Loaded:
         """See ``Store.load``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         check_load(tail, since, on_corrupt)
         async with self._tx() as conn:
             # one snapshot for the version and the rows, even if the conversation is deleted meanwhile
@@ -251,13 +242,7 @@ class PostgresStore:
             if row is None:
                 raise not_found(conversation_id)
             pk, version = row
-            offset = 0
-            if tail is not None:
-                offset = max(0, version - tail)
-            elif since is not None:
-                if since > version:
-                    raise since_beyond(conversation_id, since, version)
-                offset = since
+            offset = load_offset(conversation_id, version, tail, since)
             cursor = await conn.execute(
                 "SELECT seq, key_id, data FROM tether_messages "
                 "WHERE conversation = %s AND seq > %s AND seq <= %s ORDER BY seq",
@@ -277,24 +262,22 @@ class PostgresStore:
     ) -> list[ConversationInfo]:
         """See ``Store.conversations``."""
         check_id(owner, "owner")
-        if limit is not None and (type(limit) is not int or limit < 0):
-            raise UserError(f"limit must be an int >= 0, not {limit!r}")
+        check_limit(limit)
         async with self._tx() as conn:
             cursor = await conn.execute(
-                f"SELECT {_COLUMNS} FROM tether_conversations WHERE owner = %s "
+                f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = %s "
                 "ORDER BY updated_at DESC, pk DESC LIMIT %s OFFSET %s",
                 (owner, limit, offset),
             )
             rows = await cursor.fetchall()
-        return [self._info(owner, r) for r in rows]
+        return [self._codec.info(owner, r) for r in rows]
 
     async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
         """See ``Store.info``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         async with self._tx() as conn:
             row = await self._row(conn, owner, conversation_id)
-        return self._info(owner, row)
+        return self._codec.info(owner, row)
 
     async def fork(
         self,
@@ -304,16 +287,12 @@ class PostgresStore:
         new_id: str | None = None,
     ) -> str:
         """See ``Store.fork``. Encrypted rows are re-sealed for the new conversation."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
-        target = _new_id() if new_id is None else check_id(new_id, "new_id")
+        check_ids(owner, conversation_id)
+        target = id_or_new(new_id, "new_id")
         codec = self._codec
         async with self._tx() as conn:
             source = await self._row(conn, owner, conversation_id, lock=True)  # not deleted mid-copy
-            pk, version = source[0], source[2]
-            at = version if at_version is None else at_version
-            if type(at) is not int or not 0 <= at <= version:
-                raise UserError(f"at_version must be between 0 and {version}, not {at_version!r}")
+            pk, at = source[0], fork_point(at_version, source[2])
             cursor = await conn.execute(
                 "SELECT seq, key_id, data FROM tether_messages "
                 "WHERE conversation = %s AND seq <= %s ORDER BY seq",
@@ -323,9 +302,7 @@ class PostgresStore:
             rows = await cursor.fetchall()
             messages, _ = codec.decode_rows(owner, conversation_id, rows, 1, at, "raise")
             facts = batch_facts(messages)
-            preview_key, preview = (None, None)
-            if facts.preview is not None:
-                preview_key, preview = codec.seal_field(owner, target, "preview", 0, facts.preview)
+            preview_key, preview = codec.seal_preview(owner, target, facts.preview)
             t = self._clock()
             cursor = await conn.execute(
                 "INSERT INTO tether_conversations (owner, id, version, created_at, updated_at, preview_key, "
@@ -338,24 +315,17 @@ class PostgresStore:
             if created is None:
                 existing = await self._row(conn, owner, target)
                 raise conflict(target, 0, existing[2])
-            copied: list[tuple[Any, ...]] = []
-            for seq, key_id, data in rows:  # sealed rows are bound to their conversation: re-seal
-                if key_id is not None:
-                    plain = codec.open_row(owner, conversation_id, seq, key_id, data)
-                    copied.extend((created[0], *r) for r in codec.seal(owner, target, seq, [plain]))
-                else:
-                    copied.append((created[0], seq, key_id, data))
+            copied = codec.copy_rows(owner, conversation_id, target, rows)
             async with conn.cursor() as cur:
                 await cur.executemany(
                     "INSERT INTO tether_messages (conversation, seq, key_id, data) VALUES (%s, %s, %s, %s)",
-                    copied,
+                    [(created[0], *r) for r in copied],
                 )
         return target
 
     async def delete(self, owner: str, conversation_id: str) -> None:
         """See ``Store.delete`` (messages and ledger entries go by ``ON DELETE CASCADE``)."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         async with self._tx() as conn:
             cursor = await conn.execute(
                 "DELETE FROM tether_conversations WHERE owner = %s AND id = %s", (owner, conversation_id)
@@ -371,11 +341,8 @@ class PostgresStore:
         on_expire: ExpireHook | None = None,
     ) -> int:
         """See ``Store.purge`` and ``SQLiteStore.purge``."""
-        if owner is not None:
-            check_id(owner, "owner")
-        cutoff = self._clock() - older_than.total_seconds()
-        where = "updated_at < %s" + ("" if owner is None else " AND owner = %s")
-        params: tuple[Any, ...] = (cutoff,) if owner is None else (cutoff, owner)
+        cutoff = purge_cutoff(self._clock(), older_than, owner)
+        where, params = idle_filter(cutoff, owner, "%s")
         if on_expire is None:
             async with self._tx() as conn:
                 cursor = await conn.execute(f"DELETE FROM tether_conversations WHERE {where}", params)
@@ -405,12 +372,8 @@ class PostgresStore:
         arguments: str,
     ) -> bool:
         """See ``Store.record_tool_started``. Arguments are encrypted like messages."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
-        for value, what in ((run_id, "run_id"), (call_id, "call_id"), (tool_name, "tool_name")):
-            check_id(value, what)
-        if not isinstance(arguments, str):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f"arguments must be the raw JSON text (str), not {type(arguments).__name__}")
+        check_ids(owner, conversation_id)
+        check_tool_call(run_id, call_id, tool_name, arguments)
         key_id, sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
         async with self._tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
@@ -430,8 +393,7 @@ class PostgresStore:
         self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
     ) -> None:
         """See ``Store.record_tool_finished``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         async with self._tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
             cursor = await conn.execute(
@@ -440,12 +402,11 @@ class PostgresStore:
                 (self._clock(), failed, pk, call_id, run_id),
             )
             if cursor.rowcount != 1:
-                raise NotFound(f"no started tool call {call_id!r} of run {run_id!r}")
+                raise unknown_call(call_id, run_id)
 
     async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         """See ``Store.pending_tool_effects``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         async with self._tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
             cursor = await conn.execute(
@@ -455,76 +416,17 @@ class PostgresStore:
                 (pk,),
             )
             rows = await cursor.fetchall()
-        open_field = self._codec.open_field
-        return [
-            make_effect(conversation_id, r, open_field(owner, conversation_id, "tool", r[1], r[6], r[7]))
-            for r in rows
-        ]
+        return self._codec.effects(owner, conversation_id, rows)
 
     # -- maintenance --------------------------------------------------------------------------
     async def reencrypt(self, *, batch: int = 500) -> int:
         """Re-seal every row not sealed with the keyring's current key; see ``SQLiteStore.reencrypt``."""
-        codec = self._codec
-        keyring = codec.keyring
-        if keyring is None:
-            raise EncryptionError("reencrypt needs a store opened with a keyring")
-        current = keyring.current
-        total = 0
-        while True:
-            done = 0
+
+        async def one_batch(current: str) -> int:
             async with self._tx() as conn:
-                cursor = await conn.execute(
-                    "SELECT m.conversation, c.owner, c.id, m.seq, m.key_id, m.data FROM tether_messages m "
-                    "JOIN tether_conversations c ON c.pk = m.conversation "
-                    "WHERE m.key_id IS DISTINCT FROM %s LIMIT %s FOR UPDATE OF m",
-                    (current, batch),
-                )
-                updates: list[tuple[Any, ...]] = []
-                for pk, o, cid, seq, key_id, data in await cursor.fetchall():
-                    _, new_key, sealed = codec.seal(o, cid, seq, [codec.open_row(o, cid, seq, key_id, data)])[
-                        0
-                    ]
-                    updates.append((new_key, sealed, pk, seq))
-                if updates:
-                    async with conn.cursor() as cur:
-                        await cur.executemany(
-                            "UPDATE tether_messages SET key_id = %s, data = %s "
-                            "WHERE conversation = %s AND seq = %s",
-                            updates,
-                        )
-                done += len(updates)
-                cursor = await conn.execute(
-                    "SELECT pk, owner, id, preview_key, preview FROM tether_conversations "
-                    "WHERE preview IS NOT NULL AND preview_key IS DISTINCT FROM %s LIMIT %s FOR UPDATE",
-                    (current, batch),
-                )
-                for pk, o, cid, key_id, data in await cursor.fetchall():
-                    new_key, sealed = codec.seal_field(
-                        o, cid, "preview", 0, codec.open_field(o, cid, "preview", 0, key_id, data)
-                    )
-                    await conn.execute(
-                        "UPDATE tether_conversations SET preview_key = %s, preview = %s WHERE pk = %s",
-                        (new_key, sealed, pk),
-                    )
-                    done += 1
-                cursor = await conn.execute(
-                    "SELECT e.conversation, c.owner, c.id, e.call_id, e.arguments_key, e.arguments "
-                    "FROM tether_tool_effects e JOIN tether_conversations c ON c.pk = e.conversation "
-                    "WHERE e.arguments_key IS DISTINCT FROM %s LIMIT %s FOR UPDATE OF e",
-                    (current, batch),
-                )
-                for pk, o, cid, call_id, key_id, data in await cursor.fetchall():
-                    text = codec.open_field(o, cid, "tool", call_id, key_id, data)
-                    new_key, sealed = codec.seal_field(o, cid, "tool", call_id, text)
-                    await conn.execute(
-                        "UPDATE tether_tool_effects SET arguments_key = %s, arguments = %s "
-                        "WHERE conversation = %s AND call_id = %s",
-                        (new_key, sealed, pk, call_id),
-                    )
-                    done += 1
-            if done == 0:
-                return total
-            total += done
+                return await _reseal_batch(conn, self._codec, current, batch)
+
+        return await reencrypt_batches(self._codec, one_batch)
 
     async def close(self) -> None:
         """Close the pool. Idempotent."""
@@ -544,17 +446,56 @@ async def _migrate(conn: _Conn, schema: str | None) -> None:
             "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
         )
         cursor = await conn.execute("SELECT name FROM tether_migrations")
-        applied = {str(r[0]) for r in await cursor.fetchall()}
-        unknown = applied - {name for name, _ in POSTGRES}
-        if unknown:
-            raise StoreError(
-                f"database schema is newer than this tether (unknown migrations {sorted(unknown)})"
-            )
-        for name, statements in POSTGRES:
-            if name in applied:
-                continue
+        for name, statements in pending_migrations({str(r[0]) for r in await cursor.fetchall()}, POSTGRES):
             for statement in statements:
                 await conn.execute(statement.encode())
             await conn.execute(
                 "INSERT INTO tether_migrations (name, applied_at) VALUES (%s, %s)", (name, now())
             )
+
+
+async def _reseal_batch(conn: _Conn, codec: RowCodec, current: str, batch: int) -> int:
+    """Re-seal up to ``batch`` message rows, previews and tool arguments not sealed with the
+    ``current`` key (plaintext included); return how many were rewritten (0: done)."""
+    cursor = await conn.execute(
+        "SELECT m.conversation, c.owner, c.id, m.seq, m.key_id, m.data FROM tether_messages m "
+        "JOIN tether_conversations c ON c.pk = m.conversation "
+        "WHERE m.key_id IS DISTINCT FROM %s LIMIT %s FOR UPDATE OF m",
+        (current, batch),
+    )
+    updates = [
+        (*codec.reseal_row(o, cid, seq, key_id, data), pk, seq)
+        for pk, o, cid, seq, key_id, data in await cursor.fetchall()
+    ]
+    if updates:
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                "UPDATE tether_messages SET key_id = %s, data = %s WHERE conversation = %s AND seq = %s",
+                updates,
+            )
+    done = len(updates)
+    cursor = await conn.execute(
+        "SELECT pk, owner, id, preview_key, preview FROM tether_conversations "
+        "WHERE preview IS NOT NULL AND preview_key IS DISTINCT FROM %s LIMIT %s FOR UPDATE",
+        (current, batch),
+    )
+    for pk, o, cid, key_id, data in await cursor.fetchall():
+        await conn.execute(
+            "UPDATE tether_conversations SET preview_key = %s, preview = %s WHERE pk = %s",
+            (*codec.reseal_field(o, cid, "preview", 0, key_id, data), pk),
+        )
+        done += 1
+    cursor = await conn.execute(
+        "SELECT e.conversation, c.owner, c.id, e.call_id, e.arguments_key, e.arguments "
+        "FROM tether_tool_effects e JOIN tether_conversations c ON c.pk = e.conversation "
+        "WHERE e.arguments_key IS DISTINCT FROM %s LIMIT %s FOR UPDATE OF e",
+        (current, batch),
+    )
+    for pk, o, cid, call_id, key_id, data in await cursor.fetchall():
+        await conn.execute(
+            "UPDATE tether_tool_effects SET arguments_key = %s, arguments = %s "
+            "WHERE conversation = %s AND call_id = %s",
+            (*codec.reseal_field(o, cid, "tool", call_id, key_id, data), pk, call_id),
+        )
+        done += 1
+    return done

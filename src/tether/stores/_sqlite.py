@@ -15,22 +15,31 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Literal, ParamSpec, Self, TypeVar
 
-from tether.errors import EncryptionError, NotFound, StoreError, TetherError, UserError
+from tether.errors import StoreError, TetherError, UserError
 from tether.messages import Message
-from tether.messages import new_id as _new_id
 from tether.stores._common import (
+    CONVERSATION_COLUMNS,
     RowCodec,
     batch_facts,
     check_append,
     check_id,
+    check_ids,
+    check_limit,
     check_load,
+    check_tool_call,
+    check_version,
     conflict,
-    make_effect,
+    fork_point,
+    id_or_new,
+    idle_filter,
+    load_offset,
     not_found,
     now,
+    pending_migrations,
+    purge_cutoff,
     purge_with_hook,
-    since_beyond,
-    to_datetime,
+    reencrypt_batches,
+    unknown_call,
 )
 from tether.stores._crypto import Keyring
 from tether.stores._migrations import SQLITE
@@ -43,9 +52,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 _Row = tuple[Any, ...]
 _SPAN = 1 << 32  # message row id = conversation pk * _SPAN + seq (see _migrations)
-_CONVERSATION_COLUMNS = (
-    "pk, id, version, created_at, updated_at, preview_key, preview, last_model, forked_from, forked_at"
-)
 
 
 class SQLiteStore:
@@ -143,32 +149,18 @@ class SQLiteStore:
     @staticmethod
     def _row(conn: sqlite3.Connection, owner: str, conversation_id: str) -> _Row:
         row = conn.execute(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? AND id = ?",
+            f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? AND id = ?",
             (owner, conversation_id),
         ).fetchone()
         if row is None:
             raise not_found(conversation_id)
         return row
 
-    def _info(self, owner: str, row: _Row) -> ConversationInfo:
-        _, cid, version, created, updated, preview_key, preview, last_model, forked_from, forked_at = row
-        return ConversationInfo(
-            conversation_id=cid,
-            version=version,
-            created_at=to_datetime(created),
-            updated_at=to_datetime(updated),
-            preview=None
-            if preview is None
-            else self._codec.open_field(owner, cid, "preview", 0, preview_key, preview),
-            last_model=last_model,
-            forked_from=None if forked_from is None else (forked_from, forked_at),
-        )
-
     # -- the Store protocol -------------------------------------------------------------------
     async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
         """See ``Store.create``."""
         check_id(owner, "owner")
-        cid = _new_id() if conversation_id is None else check_id(conversation_id, "conversation_id")
+        cid = id_or_new(conversation_id, "conversation_id")
 
         def tx(conn: sqlite3.Connection) -> str:
             row = conn.execute(
@@ -196,8 +188,7 @@ class SQLiteStore:
         expected_version: int | None = None,
     ) -> int:
         """See ``Store.append``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         check_append(messages, expected_version)
         facts = batch_facts(messages)
         encoded = RowCodec.encode(messages)
@@ -212,8 +203,7 @@ class SQLiteStore:
             if row is None:
                 raise not_found(conversation_id)
             pk, version, no_preview, open_effects = row
-            if expected_version is not None and expected_version != version:
-                raise conflict(conversation_id, expected_version, version)
+            check_version(conversation_id, expected_version, version)
             if not encoded:
                 return version
             rows = codec.seal(owner, conversation_id, version + 1, encoded)
@@ -229,9 +219,9 @@ class SQLiteStore:
                     "WHERE conversation = ? AND call_id = ? AND stored_seq IS NULL",
                     [(new_version, pk, call_id) for call_id in facts.result_call_ids],
                 ).rowcount
-            preview_key, preview = (None, None)
-            if no_preview and facts.preview is not None:
-                preview_key, preview = codec.seal_field(owner, conversation_id, "preview", 0, facts.preview)
+            preview_key, preview = codec.seal_preview(
+                owner, conversation_id, facts.preview if no_preview else None
+            )
             conn.execute(
                 "UPDATE tether_conversations SET version = ?, updated_at = ?, "
                 "last_model = COALESCE(?, last_model), preview_key = COALESCE(?, preview_key), "
@@ -253,8 +243,7 @@ class SQLiteStore:
         on_corrupt: OnCorrupt = "raise",
     ) -> Loaded:
         """See ``Store.load``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         check_load(tail, since, on_corrupt)
 
         def read(conn: sqlite3.Connection) -> Loaded:
@@ -265,13 +254,7 @@ class SQLiteStore:
             if row is None:
                 raise not_found(conversation_id)
             pk, version = row
-            offset = 0
-            if tail is not None:
-                offset = max(0, version - tail)
-            elif since is not None:
-                if since > version:
-                    raise since_beyond(conversation_id, since, version)
-                offset = since
+            offset = load_offset(conversation_id, version, tail, since)
             window = (pk * _SPAN + offset, pk * _SPAN + version)
             if self._codec.keyring is None:  # fast path: only the JSON, one decode call per row
                 datas = conn.execute(
@@ -296,25 +279,23 @@ class SQLiteStore:
     ) -> list[ConversationInfo]:
         """See ``Store.conversations``."""
         check_id(owner, "owner")
-        if limit is not None and (type(limit) is not int or limit < 0):
-            raise UserError(f"limit must be an int >= 0, not {limit!r}")
+        check_limit(limit)
 
         def read(conn: sqlite3.Connection) -> list[ConversationInfo]:
             rows = conn.execute(
-                f"SELECT {_CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? "
+                f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? "
                 "ORDER BY updated_at DESC, pk DESC LIMIT ? OFFSET ?",
                 (owner, -1 if limit is None else limit, offset),
             ).fetchall()
-            return [self._info(owner, r) for r in rows]
+            return [self._codec.info(owner, r) for r in rows]
 
         return await self._run(self._read, read)
 
     async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
         """See ``Store.info``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         return await self._run(
-            self._read, lambda conn: self._info(owner, self._row(conn, owner, conversation_id))
+            self._read, lambda conn: self._codec.info(owner, self._row(conn, owner, conversation_id))
         )
 
     async def fork(
@@ -325,17 +306,13 @@ class SQLiteStore:
         new_id: str | None = None,
     ) -> str:
         """See ``Store.fork``. Encrypted rows are re-sealed for the new conversation."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
-        target = _new_id() if new_id is None else check_id(new_id, "new_id")
+        check_ids(owner, conversation_id)
+        target = id_or_new(new_id, "new_id")
         codec = self._codec
 
         def tx(conn: sqlite3.Connection) -> str:
             source = self._row(conn, owner, conversation_id)
-            pk, version = source[0], source[2]
-            at = version if at_version is None else at_version
-            if type(at) is not int or not 0 <= at <= version:
-                raise UserError(f"at_version must be between 0 and {version}, not {at_version!r}")
+            pk, at = source[0], fork_point(at_version, source[2])
             existing = conn.execute(
                 "SELECT version FROM tether_conversations WHERE owner = ? AND id = ?", (owner, target)
             ).fetchone()
@@ -348,28 +325,16 @@ class SQLiteStore:
             messages, _ = codec.decode_rows(owner, conversation_id, rows, 1, at, "raise")
             facts = batch_facts(messages)
             t = self._clock()
-            preview_key, preview = (None, None)
-            if facts.preview is not None:
-                preview_key, preview = codec.seal_field(owner, target, "preview", 0, facts.preview)
+            preview_key, preview = codec.seal_preview(owner, target, facts.preview)
             cursor = conn.execute(
                 "INSERT INTO tether_conversations (owner, id, version, created_at, updated_at, preview_key, "
                 "preview, last_model, forked_from, forked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (owner, target, at, t, t, preview_key, preview, facts.last_model, conversation_id, at),
             )
             new_pk = int(cursor.lastrowid or 0)  # always set after a one-row INSERT
-            copied: list[tuple[int, str | None, bytes]] = []
-            for seq, key_id, data in rows:  # sealed rows are bound to their conversation: re-seal
-                if key_id is not None:
-                    copied.extend(
-                        codec.seal(
-                            owner, target, seq, [codec.open_row(owner, conversation_id, seq, key_id, data)]
-                        )
-                    )
-                else:
-                    copied.append((seq, key_id, data))
             conn.executemany(
                 "INSERT INTO tether_messages (id, conversation, seq, key_id, data) VALUES (?, ?, ?, ?, ?)",
-                _message_rows(new_pk, copied),
+                _message_rows(new_pk, codec.copy_rows(owner, conversation_id, target, rows)),
             )
             return target
 
@@ -377,8 +342,7 @@ class SQLiteStore:
 
     async def delete(self, owner: str, conversation_id: str) -> None:
         """See ``Store.delete``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
 
         def tx(conn: sqlite3.Connection) -> None:
             _delete(conn, self._row(conn, owner, conversation_id)[0])
@@ -394,11 +358,8 @@ class SQLiteStore:
     ) -> int:
         """See ``Store.purge``. Without a hook every idle conversation goes in one transaction;
         with one, each is deleted after its hook returns True, unless it was appended to meanwhile."""
-        if owner is not None:
-            check_id(owner, "owner")
-        cutoff = self._clock() - older_than.total_seconds()
-        where = "updated_at < ?" + ("" if owner is None else " AND owner = ?")
-        params: tuple[Any, ...] = (cutoff,) if owner is None else (cutoff, owner)
+        cutoff = purge_cutoff(self._clock(), older_than, owner)
+        where, params = idle_filter(cutoff, owner, "?")
 
         if on_expire is None:
 
@@ -445,12 +406,8 @@ class SQLiteStore:
         arguments: str,
     ) -> bool:
         """See ``Store.record_tool_started``. Arguments are encrypted like messages."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
-        for value, what in ((run_id, "run_id"), (call_id, "call_id"), (tool_name, "tool_name")):
-            check_id(value, what)
-        if not isinstance(arguments, str):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f"arguments must be the raw JSON text (str), not {type(arguments).__name__}")
+        check_ids(owner, conversation_id)
+        check_tool_call(run_id, call_id, tool_name, arguments)
         key_id, sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
 
         def tx(conn: sqlite3.Connection) -> bool:
@@ -473,8 +430,7 @@ class SQLiteStore:
         self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
     ) -> None:
         """See ``Store.record_tool_finished``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
 
         def tx(conn: sqlite3.Connection) -> None:
             pk = self._row(conn, owner, conversation_id)[0]
@@ -484,14 +440,13 @@ class SQLiteStore:
                 (self._clock(), int(failed), pk, call_id, run_id),
             )
             if cursor.rowcount != 1:
-                raise NotFound(f"no started tool call {call_id!r} of run {run_id!r}")
+                raise unknown_call(call_id, run_id)
 
         await self._run(self._write, tx)
 
     async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         """See ``Store.pending_tool_effects``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
+        check_ids(owner, conversation_id)
         codec = self._codec
 
         def read(conn: sqlite3.Connection) -> list[ToolEffect]:
@@ -502,12 +457,7 @@ class SQLiteStore:
                 "ORDER BY started_at, call_id",
                 (pk,),
             ).fetchall()
-            return [
-                make_effect(
-                    conversation_id, r, codec.open_field(owner, conversation_id, "tool", r[1], r[6], r[7])
-                )
-                for r in rows
-            ]
+            return codec.effects(owner, conversation_id, rows)
 
         return await self._run(self._read, read)
 
@@ -517,15 +467,11 @@ class SQLiteStore:
         and return how many were rewritten. Runs in transactions of ``batch`` rows, so it can run
         while the store is in use; afterwards keys other than ``current`` can be retired."""
         codec = self._codec
-        if codec.keyring is None:
-            raise EncryptionError("reencrypt needs a store opened with a keyring")
 
-        total = 0
-        while True:
-            done = await self._run(self._write, lambda conn: reseal_batch(conn, codec, batch))
-            if done == 0:
-                return total
-            total += done
+        async def one_batch(current: str) -> int:
+            return await self._run(self._write, lambda conn: reseal_batch(conn, codec, current, batch))
+
+        return await reencrypt_batches(codec, one_batch)
 
     async def close(self) -> None:
         """Close the connection and its thread. Idempotent."""
@@ -563,14 +509,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
             "CREATE TABLE IF NOT EXISTS tether_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
         )
         applied = {r[0] for r in conn.execute("SELECT name FROM tether_migrations")}
-        unknown = applied - {name for name, _ in SQLITE}
-        if unknown:
-            raise StoreError(
-                f"database schema is newer than this tether (unknown migrations {sorted(unknown)})"
-            )
-        for name, statements in SQLITE:
-            if name in applied:
-                continue
+        for name, statements in pending_migrations(applied, SQLITE):
             for statement in statements:
                 conn.execute(statement)
             conn.execute("INSERT INTO tether_migrations (name, applied_at) VALUES (?, ?)", (name, now()))

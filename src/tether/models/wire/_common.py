@@ -1,12 +1,12 @@
-"""Rules every wire mapping shares: the conversion report, argument text, content checks and
-the reasoning replay policy. Pure functions, no SDK imports."""
+"""Rules every wire mapping shares: the conversion report, the per-message encoding cache,
+argument text, content checks and the reasoning replay policy. Pure functions, no SDK imports."""
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -17,12 +17,19 @@ from tether.models._base import Profile
 __all__ = [
     "ConversionReport",
     "Loss",
+    "LossRecord",
+    "PerMessageCache",
     "check_content",
+    "merged_turns",
     "replays_reasoning",
     "wire_arguments",
 ]
 
 LossKind = Literal["dropped", "approximated"]
+LossRecord = tuple[int | None, LossKind, str, str]
+"""A loss recorded while encoding one message: ``(part, kind, what, reason)``. The message index
+is added when the record is replayed into a report (:meth:`ConversionReport.extend`), so a
+message's encoding, losses included, can be cached and reused at any position."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +59,108 @@ class ConversionReport:
     def approximate(self, message: int, part: int | None, what: str, reason: str) -> None:
         self.losses.append(Loss(message, part, "approximated", what, reason))
 
+    def extend(self, message: int, records: Iterable[LossRecord]) -> None:
+        """Add the losses recorded while encoding the message now at index ``message``."""
+        for part, kind, what, reason in records:
+            self.losses.append(Loss(message, part, kind, what, reason))
+
     def to_json(self) -> bytes:
         return msgspec.json.encode({"losses": self.losses})
+
+
+_E = TypeVar("_E")
+_Entry = tuple["weakref.ReferenceType[Message]", _E]
+
+
+class PerMessageCache(Generic[_E]):
+    """Encodings per target profile and message, so building the request at each step of a run
+    converts only the messages added since the previous step.
+
+    Looked up by message identity (no hashing of messages; the profile's table is found once per
+    request); an entry disappears with its message. Cached values are shared by every
+    request that reuses the message: callers treat them as read-only.
+    """
+
+    def __init__(self) -> None:
+        self._tables: dict[Profile, dict[int, _Entry[_E]]] = {}
+
+    def encode(
+        self, messages: Sequence[Message], profile: Profile, encode: Callable[[Message, Profile], _E]
+    ) -> list[_E]:
+        """``[encode(message, profile) for message in messages]``, reusing cached results."""
+        table = self._tables.get(profile)
+        if table is None:
+            table = self._tables.setdefault(profile, {})
+        out: list[_E] = []
+        for message in messages:
+            entry = table.get(id(message))
+            if entry is not None and entry[0]() is message:
+                out.append(entry[1])
+            else:
+                value = encode(message, profile)
+                _remember(table, message, value)
+                out.append(value)
+        return out
+
+    def __getitem__(self, profile: Profile) -> Mapping[int, object]:
+        """The live entries for ``profile``, keyed by ``id(message)`` (for tests and diagnostics)."""
+        return self._tables[profile]
+
+    def clear(self) -> None:
+        """Forget every cached encoding."""
+        self._tables.clear()
+
+
+def _remember(table: dict[int, _Entry[_E]], message: Message, value: _E) -> None:
+    key = id(message)
+
+    def forget(ref: weakref.ReferenceType[Message]) -> None:
+        current = table.get(key)
+        if current is not None and current[0] is ref:
+            del table[key]
+
+    table[key] = (weakref.ref(message, forget), value)
+
+
+def merged_turns(
+    messages: Sequence[Message],
+    encoded: Sequence[tuple[str, Sequence[dict[str, Any]], Sequence[LossRecord]]],
+    *,
+    key: str,
+    api: str,
+) -> tuple[list[dict[str, Any]], ConversionReport]:
+    """Turns for APIs that alternate user and model turns (Anthropic ``content``, Gemini ``parts``).
+
+    ``encoded[i]`` is ``(role, items, losses)`` for ``messages[i]``. Role ``system`` is left out
+    (the encoder records that loss); a message with no items is dropped and reported (``api``
+    rejects empty turns). Tool messages and a user message right after them are merged into one ``user`` turn,
+    results first, as both APIs require. The ``items`` lists are copied; the items are shared.
+    """
+    out: list[dict[str, Any]] = []
+    report = ConversionReport()
+    merge_into: dict[str, Any] | None = None  # the open user turn that started with tool results
+    for index, (message, (role, items, losses)) in enumerate(zip(messages, encoded, strict=True)):
+        if losses:
+            report.extend(index, losses)
+        if role == "system":
+            continue
+        if not items:
+            report.drop(index, None, f"{message.role} message", f"empty: {api} rejects empty turns")
+            continue
+        if message.role == "tool":
+            if merge_into is not None:
+                merge_into[key] = [*merge_into[key], *items]
+            else:
+                merge_into = {"role": "user", key: list(items)}
+                out.append(merge_into)
+            continue
+        if role == "user" and merge_into is not None:
+            merge_into[key] = [*merge_into[key], *items]
+            merge_into = None
+            continue
+        merge_into = None
+        out.append({"role": role, key: list(items)})
+    return out, report
 
 
 def wire_arguments(call: ToolCall) -> str:

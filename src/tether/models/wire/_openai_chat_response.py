@@ -5,11 +5,13 @@ streams → :class:`~tether.models.ModelResponse`. Re-exported by :mod:`tether.m
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any, Final
 
 from tether.errors import DecodeError
 from tether.messages import Message, Part, Reasoning, Text, ToolCall, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
+from tether.models.wire._json import obj, opt_str, seq, string
 
 __all__ = [
     "JSON",
@@ -17,12 +19,8 @@ __all__ = [
     "decode_call",
     "decode_response",
     "decode_usage",
-    "fail",
     "fallback_id",
     "normalize_stop_reason",
-    "want_dict",
-    "want_list",
-    "want_str",
 ]
 
 JSON = dict[str, Any]
@@ -48,43 +46,18 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def fail(what: str, path: str) -> DecodeError:
-    return DecodeError(f"OpenAI Chat transcript: {what} at {path}", path=path)
-
-
-def want_dict(value: object, path: str) -> JSON:
-    if not isinstance(value, dict):
-        raise fail(f"expected an object, got {type(value).__name__}", path)
-    return value  # pyright: ignore[reportUnknownVariableType]
-
-
-def want_str(value: object, path: str) -> str:
-    if not isinstance(value, str):
-        raise fail(f"expected a string, got {type(value).__name__}", path)
-    return value
-
-
-def want_list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise fail(f"expected a list, got {type(value).__name__}", path)
-    return value  # pyright: ignore[reportUnknownVariableType]
-
-
 def fallback_id(*fields: object) -> str:
     digest = hashlib.sha256("\x1f".join(str(f) for f in fields).encode()).hexdigest()
     return f"call_{digest[:24]}"
 
 
 def decode_call(raw: object, path: str) -> ToolCall:
-    item = want_dict(raw, path)
-    function = want_dict(item.get("function"), f"{path}.function")
-    name = want_str(function.get("name"), f"{path}.function.name")
-    arguments = function.get("arguments")
-    arguments = "{}" if arguments is None else want_str(arguments, f"{path}.function.arguments")
-    call_id = item.get("id")
-    if call_id is not None:
-        call_id = want_str(call_id, f"{path}.id")
-    return ToolCall(call_id or None, name, arguments)
+    item = obj(raw, path)
+    function = obj(item.get("function"), f"{path}.function")
+    name = string(function, "name", f"{path}.function")
+    arguments = opt_str(function, "arguments", f"{path}.function")
+    call_id = opt_str(item, "id", path)
+    return ToolCall(call_id or None, name, "{}" if arguments is None else arguments)
 
 
 # -- decoding a response -------------------------------------------------------------------------
@@ -125,7 +98,7 @@ def _split_think(content: str) -> tuple[str, str] | None:
     return content[len(_THINK_OPEN) : end], content[end + len(_THINK_CLOSE) :]
 
 
-def _google_signature(holder: JSON) -> str | None:
+def _google_signature(holder: Mapping[str, Any]) -> str | None:
     google = _dict((_dict(holder.get("extra_content")) or {}).get("google")) or {}
     return _str(google.get("thought_signature"))
 
@@ -141,8 +114,8 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
     choices: list[Any] = body.get("choices") or []
     if not isinstance(choices, list) or not choices:  # pyright: ignore[reportUnnecessaryIsInstance]
         raise DecodeError("OpenAI Chat response has no choices", path="$.choices")
-    choice = want_dict(choices[0], "$.choices[0]")
-    message = want_dict(choice.get("message"), "$.choices[0].message")
+    choice = obj(choices[0], "$.choices[0]")
+    message = obj(choice.get("message"), "$.choices[0].message")
     response_id = body.get("id") if isinstance(body.get("id"), str) else None
     message_signature = _google_signature(message)
     parts: list[Part] = []
@@ -166,7 +139,7 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
         parts.append(Text(refusal))
     raw_calls: object = message.get("tool_calls") or []
     calls: list[ToolCall] = []
-    for ci, raw_call in enumerate(want_list(raw_calls, "$.choices[0].message.tool_calls")):
+    for ci, raw_call in enumerate(seq(raw_calls, "$.choices[0].message.tool_calls")):
         call = decode_call(raw_call, f"$.choices[0].message.tool_calls[{ci}]")
         call_id = call.id or fallback_id(response_id, ci, call.name, call.arguments)
         signature = _google_signature(raw_call) or (message_signature if ci == 0 else None)

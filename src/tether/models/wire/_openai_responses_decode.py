@@ -3,15 +3,13 @@ streaming accumulator. The mapping is described in ``tether.models.wire.openai_r
 
 from __future__ import annotations
 
-import base64
-import binascii
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
-from tether.errors import DecodeError
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from tether.models.wire._common import ConversionReport
+from tether.models.wire._json import b64decode, fail, obj, opt_str, seq, string
 
 __all__ = ["PROVIDER", "StreamAccumulator", "decode_messages", "decode_response"]
 
@@ -24,39 +22,6 @@ Item = dict[str, Any]
 # --------------------------------------------------------------------------------------------
 # decoding
 # --------------------------------------------------------------------------------------------
-
-
-def _fail(what: str, path: str) -> DecodeError:
-    return DecodeError(f"{what} at {path}", path=path)
-
-
-def _obj(value: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(f"expected a JSON object, got {type(value).__name__}", path)
-    return cast(Mapping[str, Any], value)
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list | tuple):
-        raise _fail(f"expected a JSON array, got {type(value).__name__}", path)
-    return list(cast(Sequence[Any], value))
-
-
-def _str(obj: Mapping[str, Any], key: str, path: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        got = "missing" if value is None else type(value).__name__
-        raise _fail(f"{key!r} must be a string ({got})", f"{path}.{key}")
-    return value
-
-
-def _opt_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _fail(f"{key!r} must be a string, got {type(value).__name__}", f"{path}.{key}")
-    return value
 
 
 class _Importer:
@@ -84,12 +49,12 @@ class _Importer:
             self.role = role
 
     def item(self, raw: object, ii: int, path: str) -> None:
-        item = _obj(raw, path)
+        item = obj(raw, path)
         kind = item.get("type")
         if kind is None and "role" in item:
             kind = "message"
         if not isinstance(kind, str):
-            raise _fail("item has no 'type' (and no 'role')", f"{path}.type")
+            raise fail("item has no 'type' (and no 'role')", f"{path}.type")
         if kind == "message":
             self._message(item, ii, path)
             return
@@ -98,14 +63,14 @@ class _Importer:
             self.parts.extend(self._reasoning(item, ii, path))
         elif kind == "function_call":
             self.open("assistant")
-            call_id = _str(item, "call_id", path)
-            name = _str(item, "name", path)
-            arguments = _str(item, "arguments", path)
+            call_id = string(item, "call_id", path)
+            name = string(item, "name", path)
+            arguments = string(item, "arguments", path)
             self.call_names[call_id] = name
-            self.parts.append(ToolCall(call_id, name, arguments, provider_id=_opt_str(item, "id", path)))
+            self.parts.append(ToolCall(call_id, name, arguments, provider_id=opt_str(item, "id", path)))
         elif kind == "function_call_output":
             self.open("tool")
-            call_id = _str(item, "call_id", path)
+            call_id = string(item, "call_id", path)
             name = self.call_names.get(call_id)
             if name is None:
                 name = ""
@@ -119,10 +84,10 @@ class _Importer:
         self.last_was_message = False
 
     def _message(self, item: Mapping[str, Any], ii: int, path: str) -> None:
-        role = _str(item, "role", path)
+        role = string(item, "role", path)
         raw = item.get("content")
         if role == "assistant":
-            item_id = _opt_str(item, "id", path)
+            item_id = opt_str(item, "id", path)
             split = self.last_was_message and item_id is None and not self.native
             if self.role != "assistant" or split:
                 self.flush()
@@ -142,7 +107,7 @@ class _Importer:
             self.report.approximate(ii, None, "developer role", "imported as a system message")
             role = "system"
         if role not in ("user", "system"):
-            raise _fail(f"unknown message role {role!r}", f"{path}.role")
+            raise fail(f"unknown message role {role!r}", f"{path}.role")
         self.flush()
         if isinstance(raw, str):
             parts: list[Part] = [Text(raw)]
@@ -154,45 +119,45 @@ class _Importer:
         if isinstance(raw, str):
             return [Text(raw)]
         texts: list[Text] = []
-        for ci, entry_raw in enumerate(_list(raw, path)):
+        for ci, entry_raw in enumerate(seq(raw, path)):
             epath = f"{path}[{ci}]"
-            entry = _obj(entry_raw, epath)
-            kind = _str(entry, "type", epath)
+            entry = obj(entry_raw, epath)
+            kind = string(entry, "type", epath)
             if kind in ("output_text", "input_text", "text"):
-                texts.append(Text(_str(entry, "text", epath)))
+                texts.append(Text(string(entry, "text", epath)))
                 if entry.get("annotations") and not self.native:
                     self.report.drop(ii, ci, "text annotations", "tether text has no annotations")
             elif kind == "refusal":
-                texts.append(Text(_str(entry, "refusal", epath)))
+                texts.append(Text(string(entry, "refusal", epath)))
                 self.report.approximate(ii, ci, "refusal", "imported as text")
             else:
-                raise _fail(f"unknown assistant content type {kind!r}", f"{epath}.type")
+                raise fail(f"unknown assistant content type {kind!r}", f"{epath}.type")
         return texts
 
     def _input_parts(
         self, raw: object, ii: int, path: str, *, system: bool = False
     ) -> list[Text | Image | Document]:
         out: list[Text | Image | Document] = []
-        for ci, entry_raw in enumerate(_list(raw, path)):
+        for ci, entry_raw in enumerate(seq(raw, path)):
             epath = f"{path}[{ci}]"
-            entry = _obj(entry_raw, epath)
-            kind = _str(entry, "type", epath)
+            entry = obj(entry_raw, epath)
+            kind = string(entry, "type", epath)
             if kind in ("input_text", "output_text", "text"):
-                out.append(Text(_str(entry, "text", epath)))
+                out.append(Text(string(entry, "text", epath)))
             elif kind == "input_image" and not system:
                 out.append(self._image(entry, ii, ci, epath))
             elif kind == "input_file" and not system:
                 out.append(self._file(entry, ii, ci, epath))
             else:
-                raise _fail(f"unsupported content type {kind!r}", f"{epath}.type")
+                raise fail(f"unsupported content type {kind!r}", f"{epath}.type")
         return out
 
     def _image(self, entry: Mapping[str, Any], ii: int, ci: int, path: str) -> Image:
-        url = _opt_str(entry, "image_url", path)
+        url = opt_str(entry, "image_url", path)
         if url is None:
             if entry.get("file_id") is not None:
-                raise _fail("images by file_id cannot be imported (no content)", f"{path}.file_id")
-            raise _fail("'image_url' must be a string (missing)", f"{path}.image_url")
+                raise fail("images by file_id cannot be imported (no content)", f"{path}.file_id")
+            raise fail("'image_url' must be a string (missing)", f"{path}.image_url")
         detail = entry.get("detail")
         if detail not in (None, "auto"):
             self.report.approximate(ii, ci, "image detail", f"detail {detail!r} is not kept; sent as 'auto'")
@@ -202,19 +167,19 @@ class _Importer:
         return Image(url=url)
 
     def _file(self, entry: Mapping[str, Any], ii: int, ci: int, path: str) -> Document:
-        filename = _opt_str(entry, "filename", path)
-        file_url = _opt_str(entry, "file_url", path)
-        file_data = _opt_str(entry, "file_data", path)
+        filename = opt_str(entry, "filename", path)
+        file_url = opt_str(entry, "file_url", path)
+        file_data = opt_str(entry, "file_data", path)
         if file_url is not None:
             return Document(url=file_url, title=filename)
         if file_data is not None:
             if file_data.startswith("data:"):
                 media_type, data = _parse_data_url(file_data, f"{path}.file_data")
             else:
-                media_type, data = "application/pdf", _b64(file_data, f"{path}.file_data")
+                media_type, data = "application/pdf", b64decode(file_data, f"{path}.file_data")
                 self.report.approximate(ii, ci, "file media type", "bare base64 file data assumed PDF")
             return Document(data=data, media_type=media_type, title=filename)
-        raise _fail("input_file needs file_url or file_data (file_id cannot be imported)", path)
+        raise fail("input_file needs file_url or file_data (file_id cannot be imported)", path)
 
     def _output(self, raw: object, ii: int, path: str) -> tuple[Text | Image | Document, ...]:
         if isinstance(raw, str):
@@ -222,13 +187,13 @@ class _Importer:
         return tuple(self._input_parts(raw, ii, path))
 
     def _reasoning(self, item: Mapping[str, Any], ii: int, path: str) -> list[Reasoning]:
-        item_id = _str(item, "id", path)
-        signature = _opt_str(item, "encrypted_content", path)
-        summaries = _list(item.get("summary", []), f"{path}.summary")
+        item_id = string(item, "id", path)
+        signature = opt_str(item, "encrypted_content", path)
+        summaries = seq(item.get("summary", []), f"{path}.summary")
         texts: list[str] = []
         for si, entry_raw in enumerate(summaries):
             epath = f"{path}.summary[{si}]"
-            texts.append(_str(_obj(entry_raw, epath), "text", epath))
+            texts.append(string(obj(entry_raw, epath), "text", epath))
         if item.get("content") and not self.native:
             self.report.drop(ii, None, "reasoning content", "raw reasoning text is not kept; summaries are")
         if not texts:
@@ -239,21 +204,14 @@ class _Importer:
         ]
 
 
-def _b64(text: str, path: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise _fail("not valid base64", path) from None
-
-
 def _parse_data_url(url: str, path: str) -> tuple[str, bytes]:
     head, sep, payload = url.partition(",")
     if not sep or not head.endswith(";base64"):
-        raise _fail("data URL must be 'data:<media type>;base64,<data>'", path)
+        raise fail("data URL must be 'data:<media type>;base64,<data>'", path)
     media_type = head[len("data:") : -len(";base64")]
     if not media_type:
-        raise _fail("data URL has no media type", path)
-    return media_type, _b64(payload, path)
+        raise fail("data URL has no media type", path)
+    return media_type, b64decode(payload, path)
 
 
 def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
@@ -261,7 +219,7 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
     path such as ``$[3].content[1].image_url``."""
     report = ConversionReport()
     importer = _Importer(report, native=False)
-    for ii, raw in enumerate(_list(items, "$")):
+    for ii, raw in enumerate(seq(items, "$")):
         importer.item(raw, ii, f"$[{ii}]")
     importer.flush()
     return importer.messages, report
@@ -304,13 +262,13 @@ def _stop_reason(body: Mapping[str, Any], message: Message) -> str:
 def decode_response(body: object) -> ModelResponse:
     """A Responses API response body → ``ModelResponse``. Provider-native items (web search,
     MCP, code interpreter, …) have no tether equivalent and are left out."""
-    response = _obj(body, "$")
+    response = obj(body, "$")
     importer = _Importer(ConversionReport(), native=True)
     importer.role = "assistant"
-    for oi, raw in enumerate(_list(response.get("output", []), "$.output")):
+    for oi, raw in enumerate(seq(response.get("output", []), "$.output")):
         importer.item(raw, oi, f"$.output[{oi}]")
         if importer.role != "assistant":
-            raise _fail("a response output holds only assistant items", f"$.output[{oi}]")
+            raise fail("a response output holds only assistant items", f"$.output[{oi}]")
     parts = tuple(importer.parts)
     usage = _usage(response.get("usage"))
     draft = Message("assistant", parts)
@@ -319,10 +277,10 @@ def decode_response(body: object) -> ModelResponse:
         "assistant",
         parts,
         provider=PROVIDER,
-        model=_opt_str(response, "model", "$"),
+        model=opt_str(response, "model", "$"),
         stop_reason=stop,
         usage=usage,
-        response_id=_opt_str(response, "id", "$"),
+        response_id=opt_str(response, "id", "$"),
     )
     return ModelResponse(message, stop, usage)
 

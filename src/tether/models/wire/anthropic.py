@@ -22,16 +22,13 @@ O(new messages). Returned dicts are shared with that cache: treat them as read-o
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
-from weakref import WeakKeyDictionary
 
 import msgspec
 
-from tether.errors import DecodeError
 from tether.messages import (
     Document,
     Image,
@@ -45,7 +42,15 @@ from tether.messages import (
     Usage,
 )
 from tether.models._base import ModelResponse, Profile, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
-from tether.models.wire._common import ConversionReport, replays_reasoning, wire_arguments
+from tether.models.wire._common import (
+    ConversionReport,
+    LossRecord,
+    PerMessageCache,
+    merged_turns,
+    replays_reasoning,
+    wire_arguments,
+)
+from tether.models.wire._json import b64decode, fail, obj, seq, string
 
 __all__ = [
     "PROFILES",
@@ -103,9 +108,8 @@ _ID_OK = re.compile(r"^[A-Za-z0-9_-]+$")
 _ID_BAD = re.compile(r"[^A-Za-z0-9_-]")
 _json_object = msgspec.json.Decoder(dict[str, Any])
 
-_LossRecord = tuple[int | None, str, str, str]  # (part, kind, what, reason)
-_Encoded = tuple[str, tuple[JSON, ...], tuple[_LossRecord, ...]]  # (role, blocks, losses)
-_cache: WeakKeyDictionary[Message, dict[Profile | None, _Encoded]] = WeakKeyDictionary()
+_Encoded = tuple[str, tuple[JSON, ...], tuple[LossRecord, ...]]  # (role, blocks, losses)
+_caches: PerMessageCache[_Encoded] = PerMessageCache()
 
 
 def profile_for(model: str) -> Profile:
@@ -126,46 +130,13 @@ def encode_messages(
     ``profile`` decides reasoning replay; ``None`` means the default Claude profile (signed
     thinking from Anthropic is replayed), the right choice for exporting a transcript.
     """
-    target = profile or _BASE
-    out: list[JSON] = []
-    report = ConversionReport()
-    merge_into: JSON | None = None  # the open user turn that started with tool results
-    for index, message in enumerate(messages):
-        per_message = _cache.get(message)
-        if per_message is None:
-            per_message = _cache[message] = {}
-        encoded = per_message.get(target)
-        if encoded is None:
-            encoded = per_message[target] = _encode_message(message, target)
-        role, blocks, losses = encoded
-        for part, kind, what, reason in losses:
-            if kind == "dropped":
-                report.drop(index, part, what, reason)
-            else:
-                report.approximate(index, part, what, reason)
-        if role == "system":
-            continue
-        if not blocks:
-            report.drop(index, None, f"{message.role} message", "empty: Anthropic rejects empty turns")
-            continue
-        if message.role == "tool":
-            if merge_into is not None:
-                merge_into["content"] = [*merge_into["content"], *blocks]
-            else:
-                merge_into = {"role": "user", "content": list(blocks)}
-                out.append(merge_into)
-            continue
-        if role == "user" and merge_into is not None:
-            merge_into["content"] = [*merge_into["content"], *blocks]
-            merge_into = None
-            continue
-        merge_into = None
-        out.append({"role": role, "content": list(blocks)})
-    return out, report
+    return merged_turns(
+        messages, _caches.encode(messages, profile or _BASE, _encode_message), key="content", api="Anthropic"
+    )
 
 
 def _encode_message(message: Message, profile: Profile) -> _Encoded:
-    losses: list[_LossRecord] = []
+    losses: list[LossRecord] = []
     if message.role == "system":
         losses.append((None, "dropped", "system message", "Anthropic takes instructions as `system`"))
         return "system", (), tuple(losses)
@@ -182,7 +153,7 @@ def _encode_message(message: Message, profile: Profile) -> _Encoded:
 
 
 def _encode_part(
-    pi: int, part: Part, message: Message, profile: Profile, losses: list[_LossRecord], *, assistant: bool
+    pi: int, part: Part, message: Message, profile: Profile, losses: list[LossRecord], *, assistant: bool
 ) -> JSON | None:
     if type(part) is Text:
         if part.signature is not None:
@@ -207,7 +178,7 @@ def _encode_part(
 
 
 def _encode_reasoning(
-    pi: int, part: Reasoning, message: Message, profile: Profile, losses: list[_LossRecord]
+    pi: int, part: Reasoning, message: Message, profile: Profile, losses: list[LossRecord]
 ) -> JSON | None:
     if not replays_reasoning(part, message, profile):
         reason = f"{profile.provider}/{profile.family or '*'} does not take reasoning from {part.provider}"
@@ -230,7 +201,7 @@ def wire_id(call_id: str) -> str:
     return f"{_ID_BAD.sub('_', call_id)}_{digest}"
 
 
-def _encode_call(pi: int, call: ToolCall, losses: list[_LossRecord]) -> JSON:
+def _encode_call(pi: int, call: ToolCall, losses: list[LossRecord]) -> JSON:
     if call.id is None:
         digest = hashlib.sha256(f"{call.name}\x00{call.arguments}\x00{pi}".encode()).hexdigest()[:16]
         call_id = f"toolu_tether_{digest}"
@@ -253,7 +224,7 @@ def _encode_call(pi: int, call: ToolCall, losses: list[_LossRecord]) -> JSON:
     }
 
 
-def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JSON:
+def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSON:
     call_id = wire_id(result.call_id)
     block: JSON = {"type": "tool_result", "tool_use_id": call_id}
     content = result.content
@@ -269,7 +240,7 @@ def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JS
     return block
 
 
-def _encode_media(pi: int, part: Image | Document, losses: list[_LossRecord]) -> JSON | None:
+def _encode_media(pi: int, part: Image | Document, losses: list[LossRecord]) -> JSON | None:
     kind = "image" if type(part) is Image else "document"
     if part.url is not None:
         block: JSON = {"type": kind, "source": {"type": "url", "url": part.url}}
@@ -294,48 +265,19 @@ def _encode_media(pi: int, part: Image | Document, losses: list[_LossRecord]) ->
 
 
 # -- decoding ------------------------------------------------------------------------------------
-def _fail(what: str, path: str) -> DecodeError:
-    return DecodeError(f"{what} at {path}", path=path)
-
-
-def _obj(value: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(f"expected an object, got {type(value).__name__}", path)
-    return cast(Mapping[str, Any], value)
-
-
-def _str(obj: Mapping[str, Any], key: str, path: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise _fail(f"expected a string {key!r}, got {type(value).__name__}", f"{path}.{key}")
-    return value
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _fail(f"expected an array, got {type(value).__name__}", path)
-    return cast(list[Any], value)
-
-
 def _media(block: Mapping[str, Any], path: str) -> Image | Document:
     kind = block["type"]
-    source = _obj(block.get("source"), f"{path}.source")
-    source_type = _str(source, "type", f"{path}.source")
+    source = obj(block.get("source"), f"{path}.source")
+    source_type = string(source, "type", f"{path}.source")
     title = block.get("title") if isinstance(block.get("title"), str) else None
     if source_type == "url":
-        url = _str(source, "url", f"{path}.source")
+        url = string(source, "url", f"{path}.source")
         return Image(url=url) if kind == "image" else Document(url=url, title=title)
     if source_type not in ("base64", "text"):
-        raise _fail(f"unknown {kind} source type {source_type!r}", f"{path}.source.type")
-    media_type = _str(source, "media_type", f"{path}.source")
-    data = _str(source, "data", f"{path}.source")
-    if source_type == "text":
-        raw = data.encode()
-    else:
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise _fail("source data is not base64", f"{path}.source.data") from None
+        raise fail(f"unknown {kind} source type {source_type!r}", f"{path}.source.type")
+    media_type = string(source, "media_type", f"{path}.source")
+    data = string(source, "data", f"{path}.source")
+    raw = data.encode() if source_type == "text" else b64decode(data, f"{path}.source.data")
     if kind == "image":
         return Image(data=raw, media_type=media_type)
     return Document(data=raw, media_type=media_type, title=title)
@@ -344,7 +286,7 @@ def _media(block: Mapping[str, Any], path: str) -> Image | Document:
 def _decode_result(
     block: Mapping[str, Any], path: str, names: Mapping[str, str], mi: int, pi: int, report: ConversionReport
 ) -> ToolResult:
-    call_id = _str(block, "tool_use_id", path)
+    call_id = string(block, "tool_use_id", path)
     name = names.get(call_id)
     if name is None:
         report.approximate(mi, pi, "tool result name", f"no tool_use {call_id!r} before it")
@@ -355,12 +297,12 @@ def _decode_result(
         if raw:
             content.append(Text(raw))
     else:
-        for ci, item in enumerate(_list(raw, f"{path}.content")):
+        for ci, item in enumerate(seq(raw, f"{path}.content")):
             item_path = f"{path}.content[{ci}]"
-            item = _obj(item, item_path)
-            kind = _str(item, "type", item_path)
+            item = obj(item, item_path)
+            kind = string(item, "type", item_path)
             if kind == "text":
-                content.append(Text(_str(item, "text", item_path)))
+                content.append(Text(string(item, "text", item_path)))
             elif kind in ("image", "document"):
                 content.append(_media(item, item_path))
             else:
@@ -370,13 +312,13 @@ def _decode_result(
 
 def _decode_assistant_block(block: Mapping[str, Any], kind: str, path: str) -> Part | None:
     if kind == "text":
-        return Text(_str(block, "text", path))
+        return Text(string(block, "text", path))
     if kind == "thinking":
         return Reasoning(
-            _str(block, "thinking", path), signature=_str(block, "signature", path), provider=PROVIDER
+            string(block, "thinking", path), signature=string(block, "signature", path), provider=PROVIDER
         )
     if kind == "redacted_thinking":
-        return Reasoning(signature=_str(block, "data", path), redacted=True, provider=PROVIDER)
+        return Reasoning(signature=string(block, "data", path), redacted=True, provider=PROVIDER)
     if kind == "tool_use":
         arguments = block.get("input", {})
         if isinstance(arguments, str):  # a streamed call whose argument JSON never completed
@@ -384,8 +326,8 @@ def _decode_assistant_block(block: Mapping[str, Any], kind: str, path: str) -> P
         elif isinstance(arguments, Mapping):
             text = msgspec.json.encode(arguments).decode()
         else:
-            raise _fail("tool_use input must be an object", f"{path}.input")
-        return ToolCall(_str(block, "id", path), _str(block, "name", path), text)
+            raise fail("tool_use input must be an object", f"{path}.input")
+        return ToolCall(string(block, "id", path), string(block, "name", path), text)
     return None
 
 
@@ -400,26 +342,26 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
     report = ConversionReport()
     out: list[Message] = []
     names: dict[str, str] = {}
-    for mi, raw in enumerate(_list(items, "$")):
+    for mi, raw in enumerate(seq(items, "$")):
         path = f"$[{mi}]"
-        entry = _obj(raw, path)
-        role = _str(entry, "role", path)
+        entry = obj(raw, path)
+        role = string(entry, "role", path)
         if role not in ("user", "assistant", "system"):
-            raise _fail(f"unknown role {role!r}", f"{path}.role")
+            raise fail(f"unknown role {role!r}", f"{path}.role")
         content = entry.get("content")
         if isinstance(content, str):
             out.append(Message(role, (Text(content),)))
             continue
         parts: list[Part] = []
         results: list[ToolResult] = []
-        for pi, block in enumerate(_list(content, f"{path}.content")):
+        for pi, block in enumerate(seq(content, f"{path}.content")):
             bpath = f"{path}.content[{pi}]"
-            block = _obj(block, bpath)
-            kind = _str(block, "type", bpath)
+            block = obj(block, bpath)
+            kind = string(block, "type", bpath)
             if role == "user" and kind == "tool_result":
                 results.append(_decode_result(block, bpath, names, mi, pi, report))
             elif role != "assistant" and kind == "text":
-                parts.append(Text(_str(block, "text", bpath)))
+                parts.append(Text(string(block, "text", bpath)))
             elif role == "user" and kind in ("image", "document"):
                 parts.append(_media(block, bpath))
             elif role == "assistant":
@@ -472,12 +414,12 @@ def decode_usage(raw: object) -> Usage:
 def decode_response(body: Mapping[str, Any]) -> ModelResponse:
     """A Messages API response body → :class:`~tether.models.ModelResponse`. Server-tool blocks
     (web search, code execution) have no tether equivalent and are left out."""
-    body = _obj(body, "$")
+    body = obj(body, "$")
     parts: list[Part] = []
-    for pi, block in enumerate(_list(body.get("content", []), "$.content")):
+    for pi, block in enumerate(seq(body.get("content", []), "$.content")):
         path = f"$.content[{pi}]"
-        block = _obj(block, path)
-        part = _decode_assistant_block(block, _str(block, "type", path), path)
+        block = obj(block, path)
+        part = _decode_assistant_block(block, string(block, "type", path), path)
         if part is not None:
             parts.append(part)
     stop_reason = normalize_stop_reason(body.get("stop_reason"))
@@ -523,16 +465,16 @@ class StreamAccumulator:
         """Absorb one event; return the deltas it carries."""
         kind = event.get("type")
         if kind == "message_start":
-            self._message = dict(_obj(event.get("message"), "$.message"))
-            self._usage.update(_obj(self._message.get("usage") or {}, "$.message.usage"))
+            self._message = dict(obj(event.get("message"), "$.message"))
+            self._usage.update(obj(self._message.get("usage") or {}, "$.message.usage"))
         elif kind == "content_block_start":
-            return self._start(int(event["index"]), _obj(event.get("content_block"), "$.content_block"))
+            return self._start(int(event["index"]), obj(event.get("content_block"), "$.content_block"))
         elif kind == "content_block_delta":
-            return self._delta(int(event["index"]), _obj(event.get("delta"), "$.delta"))
+            return self._delta(int(event["index"]), obj(event.get("delta"), "$.delta"))
         elif kind == "message_stop":
             self._stopped = True
         elif kind == "message_delta":
-            delta = _obj(event.get("delta") or {}, "$.delta")
+            delta = obj(event.get("delta") or {}, "$.delta")
             for key in ("stop_reason", "stop_sequence"):
                 if key in delta:
                     self._message[key] = delta[key]
@@ -559,7 +501,7 @@ class StreamAccumulator:
     def _delta(self, index: int, delta: Mapping[str, Any]) -> list[StreamEvent]:
         block = self._blocks.get(index)
         if block is None:
-            raise _fail("content_block_delta before content_block_start", f"$.index({index})")
+            raise fail("content_block_delta before content_block_start", f"$.index({index})")
         kind = delta.get("type")
         part = self._part_index.get(index)
         if kind == "text_delta":

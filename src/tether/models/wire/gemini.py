@@ -24,17 +24,14 @@ with that cache: treat them as read-only.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import mimetypes
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
-from weakref import WeakKeyDictionary
 
 import msgspec
 
-from tether.errors import DecodeError
 from tether.messages import (
     Document,
     Image,
@@ -47,7 +44,15 @@ from tether.messages import (
     Usage,
 )
 from tether.models._base import ModelResponse, Profile, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
-from tether.models.wire._common import ConversionReport, replays_reasoning, wire_arguments
+from tether.models.wire._common import (
+    ConversionReport,
+    LossRecord,
+    PerMessageCache,
+    merged_turns,
+    replays_reasoning,
+    wire_arguments,
+)
+from tether.models.wire._json import b64decode, fail, obj, seq
 
 __all__ = [
     "FOREIGN_CALL_SIGNATURE",
@@ -101,9 +106,8 @@ _STOP_REASONS: Final = {
 _json_object = msgspec.json.Decoder(dict[str, Any])
 _URLSAFE: Final = str.maketrans("-_", "+/")
 
-_LossRecord = tuple[int | None, str, str, str]  # (part, kind, what, reason)
-_Encoded = tuple[str, tuple[JSON, ...], tuple[_LossRecord, ...]]  # (role, parts, losses)
-_cache: WeakKeyDictionary[Message, dict[Profile | None, _Encoded]] = WeakKeyDictionary()
+_Encoded = tuple[str, tuple[JSON, ...], tuple[LossRecord, ...]]  # (role, parts, losses)
+_caches: PerMessageCache[_Encoded] = PerMessageCache()
 
 
 def profile_for(model: str) -> Profile:
@@ -126,46 +130,13 @@ def encode_messages(
     Google are replayed), the right choice for exporting a transcript. Tool messages and a user
     message right after them share one ``user`` turn, function responses first.
     """
-    target = profile or _BASE
-    out: list[JSON] = []
-    report = ConversionReport()
-    merge_into: JSON | None = None
-    for index, message in enumerate(messages):
-        per_message = _cache.get(message)
-        if per_message is None:
-            per_message = _cache[message] = {}
-        encoded = per_message.get(target)
-        if encoded is None:
-            encoded = per_message[target] = _encode_message(message, target)
-        role, parts, losses = encoded
-        for part, kind, what, reason in losses:
-            if kind == "dropped":
-                report.drop(index, part, what, reason)
-            else:
-                report.approximate(index, part, what, reason)
-        if role == "system":
-            continue
-        if not parts:
-            report.drop(index, None, f"{message.role} message", "empty: Gemini rejects empty turns")
-            continue
-        if message.role == "tool":
-            if merge_into is not None:
-                merge_into["parts"] = [*merge_into["parts"], *parts]
-            else:
-                merge_into = {"role": "user", "parts": list(parts)}
-                out.append(merge_into)
-            continue
-        if role == "user" and merge_into is not None:
-            merge_into["parts"] = [*merge_into["parts"], *parts]
-            merge_into = None
-            continue
-        merge_into = None
-        out.append({"role": role, "parts": list(parts)})
-    return out, report
+    return merged_turns(
+        messages, _caches.encode(messages, profile or _BASE, _encode_message), key="parts", api="Gemini"
+    )
 
 
 def _encode_message(message: Message, profile: Profile) -> _Encoded:
-    losses: list[_LossRecord] = []
+    losses: list[LossRecord] = []
     if message.role == "system":
         losses.append((None, "dropped", "system message", "Gemini takes instructions as systemInstruction"))
         return "system", (), tuple(losses)
@@ -189,7 +160,7 @@ def _encode_message(message: Message, profile: Profile) -> _Encoded:
     return ("model" if message.role == "assistant" else "user"), tuple(out), tuple(losses)
 
 
-def _sign(pi: int, entry: JSON, signature: str | None, signed: bool, losses: list[_LossRecord]) -> JSON:
+def _sign(pi: int, entry: JSON, signature: str | None, signed: bool, losses: list[LossRecord]) -> JSON:
     if signature is not None:
         if signed:
             entry["thoughtSignature"] = signature
@@ -199,7 +170,7 @@ def _sign(pi: int, entry: JSON, signature: str | None, signed: bool, losses: lis
 
 
 def _encode_part(
-    pi: int, part: Part, message: Message, profile: Profile, signed: bool, losses: list[_LossRecord]
+    pi: int, part: Part, message: Message, profile: Profile, signed: bool, losses: list[LossRecord]
 ) -> JSON | None:
     if type(part) is Text:
         return _sign(pi, {"text": part.text}, part.signature, signed, losses)
@@ -227,7 +198,7 @@ def _encode_part(
     return None  # pragma: no cover
 
 
-def _encode_media(pi: int, part: Image | Document, losses: list[_LossRecord]) -> JSON:
+def _encode_media(pi: int, part: Image | Document, losses: list[LossRecord]) -> JSON:
     if type(part) is Document and part.title is not None:
         losses.append((pi, "dropped", "document title", "Gemini parts carry no title"))
     if part.url is not None:
@@ -244,7 +215,7 @@ def _encode_media(pi: int, part: Image | Document, losses: list[_LossRecord]) ->
     return {"inlineData": {"data": data, "mimeType": part.media_type}}
 
 
-def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JSON:
+def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSON:
     for item in result.content:
         if not isinstance(item, Text):
             kind = type(item).__name__.lower()
@@ -265,22 +236,6 @@ def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JS
 
 
 # -- decoding ------------------------------------------------------------------------------------
-def _fail(what: str, path: str) -> DecodeError:
-    return DecodeError(f"{what} at {path}", path=path)
-
-
-def _obj(value: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(f"expected an object, got {type(value).__name__}", path)
-    return cast(Mapping[str, Any], value)
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _fail(f"expected an array, got {type(value).__name__}", path)
-    return cast(list[Any], value)
-
-
 def _get(obj: Mapping[str, Any], camel: str, snake: str) -> Any:
     value = obj.get(camel)
     return obj.get(snake) if value is None else value
@@ -289,32 +244,29 @@ def _get(obj: Mapping[str, Any], camel: str, snake: str) -> Any:
 def _str(obj: Mapping[str, Any], camel: str, snake: str, path: str) -> str:
     value = _get(obj, camel, snake)
     if not isinstance(value, str):
-        raise _fail(f"expected a string {camel!r}, got {type(value).__name__}", f"{path}.{camel}")
+        raise fail(f"expected a string {camel!r}, got {type(value).__name__}", f"{path}.{camel}")
     return value
 
 
 def _signature(part: Mapping[str, Any], path: str) -> str | None:
     value = _get(part, "thoughtSignature", "thought_signature")
     if value is not None and not isinstance(value, str):
-        raise _fail("thoughtSignature must be a base64 string", f"{path}.thoughtSignature")
+        raise fail("thoughtSignature must be a base64 string", f"{path}.thoughtSignature")
     return value
 
 
 def _media(raw: Mapping[str, Any], path: str, *, inline: bool) -> Image | Document:
     mime = _get(raw, "mimeType", "mime_type")
     if mime is not None and not isinstance(mime, str):
-        raise _fail("mimeType must be a string", f"{path}.mimeType")
+        raise fail("mimeType must be a string", f"{path}.mimeType")
     image = isinstance(mime, str) and mime.startswith("image/")
     if not inline:
         url = _str(raw, "fileUri", "file_uri", path)
         return Image(url=url, media_type=mime) if image else Document(url=url, media_type=mime)
     if mime is None:
-        raise _fail("inline data needs a mimeType", f"{path}.mimeType")
-    try:
-        text = _str(raw, "data", "data", path).translate(_URLSAFE)  # the SDK sends URL-safe base64
-        data = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise _fail("inline data is not base64", f"{path}.data") from None
+        raise fail("inline data needs a mimeType", f"{path}.mimeType")
+    text = _str(raw, "data", "data", path).translate(_URLSAFE)  # the SDK sends URL-safe base64
+    data = b64decode(text, f"{path}.data")
     return Image(data=data, media_type=mime) if image else Document(data=data, media_type=mime)
 
 
@@ -324,10 +276,10 @@ def _call(raw: Mapping[str, Any], path: str, signature: str | None, fallback_id:
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
-        raise _fail("functionCall args must be an object", f"{path}.args")
+        raise fail("functionCall args must be an object", f"{path}.args")
     call_id = raw.get("id")
     if call_id is not None and not isinstance(call_id, str):
-        raise _fail("functionCall id must be a string", f"{path}.id")
+        raise fail("functionCall id must be a string", f"{path}.id")
     return ToolCall(call_id or fallback_id, name, msgspec.json.encode(args).decode(), signature=signature)
 
 
@@ -357,15 +309,15 @@ def _decode_part(
         return Text(text, signature=signature)
     call = _get(raw, "functionCall", "function_call")
     if call is not None:
-        return _call(_obj(call, f"{path}.functionCall"), f"{path}.functionCall", signature, fallback_id)
+        return _call(obj(call, f"{path}.functionCall"), f"{path}.functionCall", signature, fallback_id)
     inline = _get(raw, "inlineData", "inline_data")
     if inline is not None:
-        return _media(_obj(inline, f"{path}.inlineData"), f"{path}.inlineData", inline=True)
+        return _media(obj(inline, f"{path}.inlineData"), f"{path}.inlineData", inline=True)
     file = _get(raw, "fileData", "file_data")
     if file is not None:
         if _get(raw, "videoMetadata", "video_metadata") is not None:
             report.drop(mi, pi, "videoMetadata", "no tether equivalent")
-        return _media(_obj(file, f"{path}.fileData"), f"{path}.fileData", inline=False)
+        return _media(obj(file, f"{path}.fileData"), f"{path}.fileData", inline=False)
     if signature is not None and len(raw) == 1:
         return Text("", signature=signature)
     kinds = ", ".join(sorted(k for k in raw if k not in ("thoughtSignature", "thought_signature")))
@@ -384,20 +336,20 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
     report = ConversionReport()
     out: list[Message] = []
     pending: list[ToolCall] = []
-    for mi, raw in enumerate(_list(items, "$")):
+    for mi, raw in enumerate(seq(items, "$")):
         path = f"$[{mi}]"
-        entry = _obj(raw, path)
+        entry = obj(raw, path)
         role = entry.get("role", "user")
         if role not in ("user", "model", "function"):
-            raise _fail(f"unknown role {role!r}", f"{path}.role")
+            raise fail(f"unknown role {role!r}", f"{path}.role")
         parts: list[Part] = []
         results: list[ToolResult] = []
-        for pi, part in enumerate(_list(entry.get("parts", []), f"{path}.parts")):
+        for pi, part in enumerate(seq(entry.get("parts", []), f"{path}.parts")):
             ppath = f"{path}.parts[{pi}]"
-            part = _obj(part, ppath)
+            part = obj(part, ppath)
             response = _get(part, "functionResponse", "function_response")
             if response is not None and role != "model":
-                results.append(_decode_result(_obj(response, f"{ppath}.functionResponse"), ppath, pending))
+                results.append(_decode_result(obj(response, f"{ppath}.functionResponse"), ppath, pending))
                 continue
             decoded = _decode_part(part, ppath, role, f"gemini-call-{mi}-{pi}", mi, pi, report)
             if decoded is None:
@@ -420,13 +372,13 @@ def _decode_result(raw: Mapping[str, Any], path: str, pending: list[ToolCall]) -
     name = _str(raw, "name", "name", rpath)
     call_id = raw.get("id")
     if call_id is not None and not isinstance(call_id, str):
-        raise _fail("functionResponse id must be a string", f"{rpath}.id")
+        raise fail("functionResponse id must be a string", f"{rpath}.id")
     match = next((c for c in pending if (c.id == call_id if call_id else c.name == name)), None)
     if match is not None:
         pending.remove(match)
         call_id = call_id or match.id
     if not call_id:
-        raise _fail(f"functionResponse {name!r} has no id and no unanswered call to pair with", rpath)
+        raise fail(f"functionResponse {name!r} has no id and no unanswered call to pair with", rpath)
     text, failed = _response_text(raw.get("response", {}))
     return ToolResult(call_id, name, (Text(text),), failed=failed)
 
@@ -476,19 +428,19 @@ def decode_response(body: Mapping[str, Any]) -> ModelResponse:
     A prompt blocked before any candidate gives an empty message with stop reason
     ``content_filter``.
     """
-    body = _obj(body, "$")
-    candidates = _list(body.get("candidates") or [], "$.candidates")
+    body = obj(body, "$")
+    candidates = seq(body.get("candidates") or [], "$.candidates")
     parts: list[Part] = []
     finish: object = None
     report = ConversionReport()
     if candidates:
-        candidate = _obj(candidates[0], "$.candidates[0]")
+        candidate = obj(candidates[0], "$.candidates[0]")
         finish = _get(candidate, "finishReason", "finish_reason")
-        content = _obj(candidate.get("content") or {}, "$.candidates[0].content")
+        content = obj(candidate.get("content") or {}, "$.candidates[0].content")
         key = _response_key(body)
-        for pi, raw in enumerate(_list(content.get("parts") or [], "$.candidates[0].content.parts")):
+        for pi, raw in enumerate(seq(content.get("parts") or [], "$.candidates[0].content.parts")):
             path = f"$.candidates[0].content.parts[{pi}]"
-            part = _decode_part(_obj(raw, path), path, "model", f"gemini-{key}-{pi}", 0, pi, report)
+            part = _decode_part(obj(raw, path), path, "model", f"gemini-{key}-{pi}", 0, pi, report)
             if part is not None:
                 parts.append(part)
     else:
@@ -533,22 +485,22 @@ class StreamAccumulator:
 
     def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         """Absorb one chunk; return the deltas it carries."""
-        chunk = _obj(chunk, "$")
+        chunk = obj(chunk, "$")
         for key in ("responseId", "modelVersion", "usageMetadata", "promptFeedback"):
             value = chunk.get(key)
             if value is not None:
                 self._meta[key] = value
         events: list[StreamEvent] = []
-        candidates = _list(chunk.get("candidates") or [], "$.candidates")
+        candidates = seq(chunk.get("candidates") or [], "$.candidates")
         if not candidates:
             return events
-        candidate = _obj(candidates[0], "$.candidates[0]")
+        candidate = obj(candidates[0], "$.candidates[0]")
         finish = candidate.get("finishReason")
         if finish is not None:
             self._finish = finish
-        content = _obj(candidate.get("content") or {}, "$.candidates[0].content")
-        for pi, raw in enumerate(_list(content.get("parts") or [], "$.candidates[0].content.parts")):
-            self._absorb(_obj(raw, f"$.candidates[0].content.parts[{pi}]"), events)
+        content = obj(candidate.get("content") or {}, "$.candidates[0].content")
+        for pi, raw in enumerate(seq(content.get("parts") or [], "$.candidates[0].content.parts")):
+            self._absorb(obj(raw, f"$.candidates[0].content.parts[{pi}]"), events)
         return events
 
     def _index_of_last(self) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import weakref
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -33,19 +32,22 @@ from tether.messages import (
     ToolResult,
 )
 from tether.models._base import Profile, StreamEvent
-from tether.models.wire._common import ConversionReport, replays_reasoning, wire_arguments
+from tether.models.wire._common import (
+    ConversionReport,
+    LossRecord,
+    PerMessageCache,
+    replays_reasoning,
+    wire_arguments,
+)
+from tether.models.wire._json import fail, obj, seq, string
 from tether.models.wire._openai_chat_response import (
     JSON,
     StreamAccumulator,
     decode_call,
     decode_response,
     decode_usage,
-    fail,
     fallback_id,
     normalize_stop_reason,
-    want_dict,
-    want_list,
-    want_str,
 )
 
 __all__ = [
@@ -58,8 +60,7 @@ __all__ = [
     "normalize_stop_reason",
 ]
 
-_LossRecord = tuple[int | None, str, str, str]  # (part, kind, what, reason); message index added later
-_Encoded = tuple[tuple[JSON, ...], tuple[_LossRecord, ...]]
+_Encoded = tuple[tuple[JSON, ...], tuple[LossRecord, ...]]
 
 _TEXT_DOCUMENT_TYPES: Final = (
     "application/json",
@@ -72,10 +73,7 @@ _TEXT_DOCUMENT_TYPES: Final = (
 # server validates content as a string; OpenAI's own null is the default elsewhere).
 _STRING_CONTENT_ONLY: Final = frozenset({"llama-cpp"})
 
-# Per target profile: id(message) -> (weak reference, encoding). Looked up by identity (no hashing
-# of messages or profiles per message); an entry disappears with its message.
-_Entry = tuple["weakref.ReferenceType[Message]", _Encoded]
-_caches: dict[Profile, dict[int, _Entry]] = {}
+_caches: PerMessageCache[_Encoded] = PerMessageCache()
 
 
 # -- encoding ------------------------------------------------------------------------------------
@@ -91,43 +89,21 @@ def encode_messages(
     Content the wire cannot hold is dropped and reported; drivers reject it earlier with
     ``check_content``.
     """
-    table = None if profile is None else _caches.get(profile)
-    if table is None and profile is not None:
-        table = _caches.setdefault(profile, {})
+    if profile is None:
+        encoded = [_encode_message(message, None) for message in messages]
+    else:
+        encoded = _caches.encode(messages, profile, _encode_message)
     out: list[JSON] = []
     report = ConversionReport()
-    for index, message in enumerate(messages):
-        entry = None if table is None else table.get(id(message))
-        if entry is not None and entry[0]() is message:
-            encoded = entry[1]
-        elif table is None:
-            encoded = _encode_message(message, profile)
-        else:
-            encoded = _remember(table, message, _encode_message(message, profile))
-        out.extend(encoded[0])
-        if encoded[1]:
-            for part, kind, what, reason in encoded[1]:
-                if kind == "dropped":
-                    report.drop(index, part, what, reason)
-                else:
-                    report.approximate(index, part, what, reason)
+    for index, (items, losses) in enumerate(encoded):
+        out.extend(items)
+        if losses:
+            report.extend(index, losses)
     return out, report
 
 
-def _remember(table: dict[int, _Entry], message: Message, encoded: _Encoded) -> _Encoded:
-    key = id(message)
-
-    def forget(ref: weakref.ReferenceType[Message]) -> None:
-        current = table.get(key)
-        if current is not None and current[0] is ref:
-            del table[key]
-
-    table[key] = (weakref.ref(message, forget), encoded)
-    return encoded
-
-
 def _encode_message(message: Message, profile: Profile | None) -> _Encoded:
-    losses: list[_LossRecord] = []
+    losses: list[LossRecord] = []
     role = message.role
     if role == "tool":
         return tuple(_encode_result(pi, r, losses) for pi, r in enumerate(message.tool_results)), tuple(
@@ -156,7 +132,7 @@ def _data_uri(media_type: str | None, data: bytes) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
 
 
-def _encode_content_part(pi: int, part: Part | ResultPart, losses: list[_LossRecord]) -> JSON | None:
+def _encode_content_part(pi: int, part: Part | ResultPart, losses: list[LossRecord]) -> JSON | None:
     if type(part) is Text:
         if part.signature is not None:
             losses.append((pi, "dropped", "text signature", "OpenAI Chat has no field for signatures"))
@@ -196,7 +172,7 @@ def _encode_content_part(pi: int, part: Part | ResultPart, losses: list[_LossRec
     return None
 
 
-def _encode_assistant(message: Message, profile: Profile | None, losses: list[_LossRecord]) -> JSON:
+def _encode_assistant(message: Message, profile: Profile | None, losses: list[LossRecord]) -> JSON:
     texts: list[str] = []
     calls: list[JSON] = []
     reasoning: list[str] = []
@@ -233,7 +209,7 @@ def _encode_assistant(message: Message, profile: Profile | None, losses: list[_L
     return entry
 
 
-def _encode_call(pi: int, call: ToolCall, losses: list[_LossRecord]) -> JSON:
+def _encode_call(pi: int, call: ToolCall, losses: list[LossRecord]) -> JSON:
     call_id = call.id
     if not call_id:
         call_id = fallback_id(pi, call.name, call.arguments)
@@ -250,7 +226,7 @@ def _encode_call(pi: int, call: ToolCall, losses: list[_LossRecord]) -> JSON:
     return {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
-def _encode_result(pi: int, result: ToolResult, losses: list[_LossRecord]) -> JSON:
+def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSON:
     texts: list[str] = []
     for item in result.content:
         if type(item) is Text:
@@ -288,13 +264,13 @@ def _parse_data_uri(uri: str, path: str) -> tuple[str, bytes]:
 
 
 def _decode_part(raw: object, path: str, mi: int, pi: int, report: ConversionReport) -> Part | None:
-    item = want_dict(raw, path)
+    item = obj(raw, path)
     kind = item.get("type")
     if kind == "text":
-        return Text(want_str(item.get("text"), f"{path}.text"))
+        return Text(string(item, "text", path))
     if kind == "image_url":
-        spec = want_dict(item.get("image_url"), f"{path}.image_url")
-        url = want_str(spec.get("url"), f"{path}.image_url.url")
+        spec = obj(item.get("image_url"), f"{path}.image_url")
+        url = string(spec, "url", f"{path}.image_url")
         if spec.get("detail") not in (None, "auto"):
             report.drop(mi, pi, "image detail", "tether images carry no detail level")
         if url.startswith("data:"):
@@ -302,17 +278,17 @@ def _decode_part(raw: object, path: str, mi: int, pi: int, report: ConversionRep
             return Image(data=data, media_type=media_type)
         return Image(url=url)
     if kind == "file":
-        spec = want_dict(item.get("file"), f"{path}.file")
+        spec = obj(item.get("file"), f"{path}.file")
         if "file_data" not in spec:
             report.drop(mi, pi, "file reference", "an uploaded file id has no tether equivalent")
             return None
-        data_uri = want_str(spec.get("file_data"), f"{path}.file.file_data")
+        data_uri = string(spec, "file_data", f"{path}.file")
         media_type, data = _parse_data_uri(data_uri, f"{path}.file.file_data")
         title = spec.get("filename")
         return Document(data=data, media_type=media_type, title=title if isinstance(title, str) else None)
     if kind == "refusal":
         report.approximate(mi, pi, "refusal", "imported as text")
-        return Text(want_str(item.get("refusal"), f"{path}.refusal"))
+        return Text(string(item, "refusal", path))
     if isinstance(kind, str):
         report.drop(mi, pi, f"{kind} content", "no tether equivalent")
         return None
@@ -326,7 +302,7 @@ def _decode_content(
         return []
     if isinstance(value, str):
         return [] if assistant and not value else [Text(value)]
-    items = want_list(value, path)
+    items = seq(value, path)
     parts: list[Part] = []
     for pi, raw in enumerate(items):
         part = _decode_part(raw, f"{path}[{pi}]", mi, len(parts), report)
@@ -342,20 +318,20 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
     tool message (the names come from the matching calls). Malformed input raises
     :class:`~tether.DecodeError` whose ``path`` points at the element (``$[3].tool_calls[0].function``).
     """
-    entries = want_list(items, "$")
+    entries = seq(items, "$")
     out: list[Message] = []
     report = ConversionReport()
     names: dict[str, str] = {}
     for i, raw in enumerate(entries):
         path = f"$[{i}]"
-        entry = want_dict(raw, path)
+        entry = obj(raw, path)
         role = entry.get("role")
         mi = len(out)
         if role == "tool":
             merge = bool(out) and out[-1].role == "tool" and entries[i - 1].get("role") == "tool"
             mi = len(out) - 1 if merge else len(out)
             pi = len(out[-1].parts) if merge else 0
-            call_id = want_str(entry.get("tool_call_id"), f"{path}.tool_call_id")
+            call_id = string(entry, "tool_call_id", path)
             content = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=False)
             if call_id not in names:
                 report.approximate(mi, pi, "tool name", f"no earlier call has id {call_id!r}")
@@ -387,9 +363,7 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
                 report.approximate(mi, len(parts), "refusal", "imported as text")
                 parts.append(Text(refusal))
             calls = entry.get("tool_calls")
-            for ci, raw_call in enumerate(
-                want_list(calls, f"{path}.tool_calls") if calls is not None else []
-            ):
+            for ci, raw_call in enumerate(seq(calls, f"{path}.tool_calls") if calls is not None else []):
                 call = decode_call(raw_call, f"{path}.tool_calls[{ci}]")
                 if call.id is None:
                     report.approximate(mi, len(parts), "tool call id", "the transcript gave none")

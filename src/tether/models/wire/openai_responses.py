@@ -24,8 +24,6 @@ they are the source item index and its content index.
 from __future__ import annotations
 
 import base64
-import dataclasses
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +32,13 @@ from tether.models._base import (
     Profile,
     ToolDefinition,
 )
-from tether.models.wire._common import ConversionReport, Loss, replays_reasoning, wire_arguments
+from tether.models.wire._common import (
+    ConversionReport,
+    LossRecord,
+    PerMessageCache,
+    replays_reasoning,
+    wire_arguments,
+)
 from tether.models.wire._openai_responses_decode import (
     PROVIDER,
     StreamAccumulator,
@@ -98,26 +102,26 @@ def encode_messages(
     (``None``: every OpenAI reasoning part with an ``rs_…`` id, as a format conversion)."""
     report = ConversionReport()
     items: list[Item] = []
-    for mi, message in enumerate(messages):
-        if profile is None:  # a format conversion: fresh dicts the caller may keep and mutate
+    if profile is None:  # a format conversion: fresh dicts the caller may keep and mutate
+        for mi, message in enumerate(messages):
             _encode_one(message, mi, _CONVERT_PROFILE, items, report)
-            continue
-        cached = _cache.get(message)
-        if cached is None or cached[0] != profile:
-            one = ConversionReport()
-            out: list[Item] = []
-            _encode_one(message, 0, profile, out, one)
-            cached = (profile, out, one.losses)
-            _cache[message] = cached
-        items.extend(cached[1])
-        report.losses.extend(dataclasses.replace(loss, message=mi) for loss in cached[2])
+        return items, report
+    for mi, (cached_items, losses) in enumerate(_caches.encode(messages, profile, _encode_cached)):
+        items.extend(cached_items)
+        if losses:
+            report.extend(mi, losses)
     return items, report
 
 
-_cache: weakref.WeakKeyDictionary[Message, tuple[Profile, list[Item], list[Loss]]] = (
-    weakref.WeakKeyDictionary()
-)
+_caches: PerMessageCache[tuple[tuple[Item, ...], tuple[LossRecord, ...]]] = PerMessageCache()
 """Per-message encodings for drivers: each step of a run converts only its new messages."""
+
+
+def _encode_cached(message: Message, profile: Profile) -> tuple[tuple[Item, ...], tuple[LossRecord, ...]]:
+    report = ConversionReport()
+    items: list[Item] = []
+    _encode_one(message, 0, profile, items, report)
+    return tuple(items), tuple((loss.part, loss.kind, loss.what, loss.reason) for loss in report.losses)
 
 
 def _encode_one(

@@ -1,4 +1,6 @@
-"""Small JSON-shape readers shared by the peer formats: each failure names its JSON path."""
+"""Readers for JSON-shaped input (wire transcripts, response bodies, peer formats), each failure a
+``DecodeError`` whose ``path`` points at the offending element (``$[3].content[0].text``), and
+:func:`given` for building objects whose optional fields are left out when unset."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any, cast
 
 from tether.errors import DecodeError
 
-__all__ = ["b64decode", "fail", "obj", "opt_obj", "opt_str", "seq", "string"]
+__all__ = ["b64decode", "b64decode_either", "fail", "given", "obj", "opt_obj", "opt_str", "seq", "string"]
 
 
 def fail(what: str, path: str) -> DecodeError:
@@ -18,6 +20,7 @@ def fail(what: str, path: str) -> DecodeError:
 
 
 def obj(value: object, path: str) -> Mapping[str, Any]:
+    """``value`` as a JSON object, or ``DecodeError`` at ``path``."""
     if not isinstance(value, Mapping):
         raise fail(f"expected a JSON object, got {type(value).__name__}", path)
     return cast(Mapping[str, Any], value)
@@ -29,12 +32,16 @@ def opt_obj(value: object) -> Mapping[str, Any]:
 
 
 def seq(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list | tuple):
-        raise fail(f"expected a JSON array, got {type(value).__name__}", path)
-    return list(cast(Sequence[Any], value))
+    """``value`` as a JSON array (a list is returned as is, a tuple copied), or ``DecodeError``."""
+    if isinstance(value, list):
+        return cast(list[Any], value)
+    if isinstance(value, tuple):
+        return list(cast(Sequence[Any], value))
+    raise fail(f"expected a JSON array, got {type(value).__name__}", path)
 
 
 def string(data: Mapping[str, Any], key: str, path: str) -> str:
+    """The string at ``data[key]``; missing or another type fails at ``path.key``."""
     value = data.get(key)
     if not isinstance(value, str):
         got = "missing" if value is None else type(value).__name__
@@ -43,6 +50,7 @@ def string(data: Mapping[str, Any], key: str, path: str) -> str:
 
 
 def opt_str(data: Mapping[str, Any], key: str, path: str) -> str | None:
+    """The string at ``data[key]``, or ``None`` when absent or null; another type fails."""
     value = data.get(key)
     if value is not None and not isinstance(value, str):
         raise fail(f"{key!r} must be a string, got {type(value).__name__}", f"{path}.{key}")
@@ -50,6 +58,14 @@ def opt_str(data: Mapping[str, Any], key: str, path: str) -> str | None:
 
 
 def b64decode(text: str, path: str) -> bytes:
+    """Standard base64 (strict: other characters fail at ``path``)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise fail("not valid base64", path) from None
+
+
+def b64decode_either(text: str, path: str) -> bytes:
     """Standard or URL-safe base64 (pydantic writes the URL-safe alphabet)."""
     try:
         if "-" in text or "_" in text:
@@ -57,3 +73,8 @@ def b64decode(text: str, path: str) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise fail("not valid base64", path) from None
+
+
+def given(**values: object) -> dict[str, Any]:
+    """The keyword arguments whose value is not ``None``, in order (fields sent only when set)."""
+    return {key: value for key, value in values.items() if value is not None}
