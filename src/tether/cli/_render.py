@@ -98,9 +98,9 @@ def render_message(message: Message, index: int | None = None, *, show_reasoning
 def render_messages(
     console: Console, messages: Sequence[Message], *, start: int = 0, show_reasoning: bool = False
 ) -> None:
-    """Print every message as a panel."""
+    """Print every message as a panel (wrapped to the panel even on a soft-wrapping console)."""
     for offset, message in enumerate(messages):
-        console.print(render_message(message, start + offset, show_reasoning=show_reasoning))
+        console.print(render_message(message, start + offset, show_reasoning=show_reasoning), soft_wrap=False)
 
 
 def _cell(value: object) -> str:

@@ -43,10 +43,12 @@ _SAFE_SCHEMES = frozenset({"http", "https"})
 class SanitizeLimits:
     """Bounds on untrusted history; exceeding one raises ``HistoryTooLarge``.
 
-    Bytes are UTF-8 bytes of text (texts, reasoning and its signature, tool names, ids and
-    arguments, URLs) plus the raw bytes of inline media. ``max_part_bytes`` bounds each part
-    (and each item of a tool result's content) except inline media, which
-    ``max_inline_media_bytes`` bounds in total over the history.
+    Bytes are UTF-8 bytes of every string a message holds (texts, signatures, provider ids,
+    tool names, ids and arguments, URLs, media types, titles, and the message's own ids, model,
+    provider and stop reason) plus the raw bytes of inline media. ``max_part_bytes`` bounds the
+    strings of each part (and of each item of a tool result's content), and each of the
+    message's own strings on its own; inline media is bounded in total over the history by
+    ``max_inline_media_bytes``.
     """
 
     max_messages: int = 10_000
