@@ -6,6 +6,7 @@ Run: python -m bench.codec  (prints µs per message and ratios at 100, 1,000 and
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from collections.abc import Callable
@@ -94,11 +95,18 @@ def to_pydantic_ai(history: list[Message]) -> list[Any]:
 
 
 def best_of(fn: Callable[[], object], repeat: int) -> float:
+    """Best wall time of ``repeat`` calls, with the garbage collector paused (as timeit does) so
+    every codec is measured without collections triggered by the others' garbage."""
     best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t)
+    finally:
+        gc.enable()
     return best
 
 
