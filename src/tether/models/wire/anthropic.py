@@ -107,6 +107,17 @@ _TEXT_DOCUMENT: Final = "text/plain"
 _ID_OK = re.compile(r"^[A-Za-z0-9_-]+$")
 _ID_BAD = re.compile(r"[^A-Za-z0-9_-]")
 _json_object = msgspec.json.Decoder(dict[str, Any])
+_FIELDS: Final[Mapping[str, frozenset[str]]] = {
+    "text": frozenset({"type", "text"}),
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "redacted_thinking": frozenset({"type", "data"}),
+    "tool_use": frozenset({"type", "id", "name", "input"}),
+    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error"}),
+    "image": frozenset({"type", "source"}),
+    "document": frozenset({"type", "source", "title"}),
+}
+"""The fields of each block type that tether carries; any other (``cache_control``, ``citations``,
+``context``…) is dropped on import and reported."""
 
 _Encoded = tuple[str, tuple[JSON, ...], tuple[LossRecord, ...]]  # (role, blocks, losses)
 _caches: PerMessageCache[_Encoded] = PerMessageCache()
@@ -237,12 +248,18 @@ def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSO
         ]
         block["content"] = [item for item in items if item is not None]
     block["is_error"] = result.failed
+    if result.synthesized:
+        losses.append(
+            (pi, "approximated", "synthesized flag", "synthesized results are sent as ordinary results")
+        )
     return block
 
 
 def _encode_media(pi: int, part: Image | Document, losses: list[LossRecord]) -> JSON | None:
     kind = "image" if type(part) is Image else "document"
     if part.url is not None:
+        if part.media_type is not None:
+            losses.append((pi, "approximated", "media type", "Anthropic URL sources carry no media type"))
         block: JSON = {"type": kind, "source": {"type": "url", "url": part.url}}
     else:
         data = part.data or b""
@@ -307,7 +324,20 @@ def _decode_result(
                 content.append(_media(item, item_path))
             else:
                 report.drop(mi, pi, f"tool result {kind} block", "no tether equivalent")
+                continue
+            _report_fields(item, kind, mi, pi, report, where=f"tool result content[{ci}] ")
     return ToolResult(call_id, name, tuple(content), failed=block.get("is_error") is True)
+
+
+def _report_fields(
+    block: Mapping[str, Any], kind: str, mi: int, pi: int, report: ConversionReport, *, where: str = ""
+) -> None:
+    """Report each field of a carried block that tether has no place for (e.g. ``cache_control``:
+    tether messages hold no prompt-cache breakpoints), so import never loses one silently."""
+    known = _FIELDS.get(kind, frozenset())
+    for key in block:
+        if key not in known:
+            report.drop(mi, pi, f"{where}{key}", f"the {kind} block field has no tether equivalent")
 
 
 def _decode_assistant_block(block: Mapping[str, Any], kind: str, path: str) -> Part | None:
@@ -374,6 +404,8 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
                 parts.append(part)
             else:
                 report.drop(mi, pi, f"{kind} block", "no tether equivalent")
+                continue
+            _report_fields(block, kind, mi, pi, report)
         if results:
             out.append(Message("tool", tuple(results)))
         if role == "system" and not parts:

@@ -201,6 +201,10 @@ def _encode_part(
 def _encode_media(pi: int, part: Image | Document, losses: list[LossRecord]) -> JSON:
     if type(part) is Document and part.title is not None:
         losses.append((pi, "dropped", "document title", "Gemini parts carry no title"))
+    if type(part) is Document and (part.media_type or "").startswith("image/"):
+        losses.append((pi, "approximated", "document", "Gemini reads image/* data back as an image"))
+    if type(part) is Image and part.media_type and not part.media_type.startswith("image/"):
+        losses.append((pi, "approximated", "image", f"Gemini reads {part.media_type} back as a document"))
     if part.url is not None:
         file: JSON = {"fileUri": part.url}
         media_type = part.media_type
@@ -220,6 +224,10 @@ def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSO
         if not isinstance(item, Text):
             kind = type(item).__name__.lower()
             losses.append((pi, "dropped", f"{kind} in tool result", "Gemini function responses take JSON"))
+    if result.synthesized:
+        losses.append(
+            (pi, "approximated", "synthesized flag", "synthesized results are sent as ordinary results")
+        )
     text = result.text
     response: JSON
     if result.failed:
