@@ -161,9 +161,9 @@ def test_cache_control_is_reported_not_lost(provider_samples: Path) -> None:
             for pi, block in enumerate(entry["content"])
             if "cache_control" in block
         }
-        reported = {(l.message, l.part) for l in report.losses if l.what == "cache_control"}
+        reported = {(x.message, x.part) for x in report.losses if x.what == "cache_control"}
         assert reported == where, name
-        assert all(l.kind == "dropped" for l in report.losses if l.what == "cache_control")
+        assert all(x.kind == "dropped" for x in report.losses if x.what == "cache_control")
 
 
 def test_request_bodies_carry_their_system_prompt(provider_samples: Path) -> None:

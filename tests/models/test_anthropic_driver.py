@@ -297,7 +297,7 @@ def test_registry_and_protocol() -> None:
     assert isinstance(model, Model)
     assert model.name == "anthropic:claude-sonnet-4-5"
     assert model.profile == profile_for("claude-sonnet-4-5")
-    assert model.profile.reasoning_replay == "same-provider"
+    assert model.profile.reasoning_replay == "same-family"
     assert model.profile.documents
     assert not profile_for("claude-3-haiku-20240307").documents
     assert profile_for("claude-3-5-haiku-latest").documents

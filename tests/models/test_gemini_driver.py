@@ -318,7 +318,7 @@ def test_registry_and_protocol() -> None:
     assert isinstance(model, Model)
     assert model.name == "google:gemini-2.5-flash"
     assert model.profile == profile_for("gemini-2.5-flash")
-    assert model.profile.reasoning_replay == "same-provider"
+    assert model.profile.reasoning_replay == "same-family"
     assert not model.profile.tool_result_media
     assert profile_for("gemini-2.0-flash").reasoning_replay == "never"
 

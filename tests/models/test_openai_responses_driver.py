@@ -271,12 +271,32 @@ async def test_foreign_reasoning_is_not_sent() -> None:
     assert response.message.parts == ()
 
 
+@pytest.mark.parametrize("key", ["store", "include", "input", "stream", "previous_response_id"])
+async def test_extra_settings_cannot_override_what_the_driver_owns(key: str) -> None:
+    calls: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        calls.append(request)
+        return httpx2.Response(500)
+
+    model = _model("gpt-5", handler)
+    settings = ModelSettings(extra={key: True, "reasoning": {"effort": "low"}})
+    with pytest.raises(UserError, match=key):
+        await model.generate([Message("user", (Text("hi"),))], settings=settings)
+    assert calls == []
+    body = model.request_body(
+        [Message("user", (Text("hi"),))], settings=ModelSettings(extra={"reasoning": {"effort": "low"}})
+    )
+    assert (body["store"], body["include"]) == (False, ["reasoning.encrypted_content"])
+    assert body["reasoning"] == {"effort": "low"}
+
+
 def test_registry_builds_the_driver() -> None:
     client = openai.AsyncOpenAI(api_key="test-key")
     model = infer_model("openai-responses:gpt-5", client=client)
     assert isinstance(model, OpenAIResponsesModel)
     assert model.name == "openai-responses:gpt-5"
-    assert model.profile.reasoning_replay == "same-provider"
+    assert model.profile.reasoning_replay == "same-family"
     assert infer_model("openai-responses:gpt-4o", client=client).profile.reasoning_replay == "never"
 
 

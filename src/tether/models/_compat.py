@@ -40,9 +40,12 @@ content against the profile **before** any network call and raise `UnsupportedCo
 message and part index.
 
 *Reasoning replay* says which reasoning parts a driver sends back: `same-provider` (signed
-reasoning produced by the same provider), `same-family` (additionally by the same model family) or
-`never` (dropped and reported in the `ConversionReport`). The rules are in
-[ADR 0005](adr/0005-wire-mapping.md).
+reasoning produced by the same provider), `same-family` (additionally only from a model of the
+target's family: `claude-sonnet-4-5-20250929` is in `claude-sonnet-4`, `gemini-2.5-flash` in
+`gemini-2.5`, `gpt-5.2` in `gpt-5`) or `never`. Reasoning not sent is dropped and reported in the
+`ConversionReport`. An Anthropic or Gemini model newer than the families listed takes the
+`claude` / `gemini` row with its own family (`claude-opus-5-1` → `claude-opus-5`,
+`gemini-4-pro` → `gemini-4`). The rules are in [ADR 0005](adr/0005-wire-mapping.md).
 """
 
 

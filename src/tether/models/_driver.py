@@ -4,16 +4,30 @@ choices stay in each driver."""
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 import msgspec
 
 from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
+from tether.messages import Message
 from tether.models._base import ModelResponse
+from tether.models.wire._common import ConversionReport
 
-__all__ = ["api_key", "decode_body", "http_error", "request_failed", "sdk_error", "stream_result"]
+__all__ = [
+    "RequestReports",
+    "api_key",
+    "decode_body",
+    "http_error",
+    "request_failed",
+    "sdk_error",
+    "stream_result",
+]
+
+_log = logging.getLogger("tether.models")
 
 
 class _StatusError(Protocol):
@@ -91,3 +105,50 @@ def stream_result(accumulator: _Accumulator, provider: str, *, end: str) -> Mode
         return accumulator.result()
     except DecodeError as exc:
         raise ModelError(f"{provider} streamed a malformed response: {exc}", stage="model") from exc
+
+
+_Logged = tuple["weakref.ReferenceType[Message]", set[tuple[int | None, str]]]
+
+
+class RequestReports:
+    """What a driver's requests could not carry (ADR 0005): the latest request's
+    :class:`~tether.models.wire.ConversionReport`, and one WARNING on the ``tether.models`` logger
+    per (message, part, what), so the steps of a run, which resend the same history, do not repeat
+    a loss already told. Messages are tracked by identity and forgotten with them."""
+
+    def __init__(self) -> None:
+        self.last: ConversionReport | None = None
+        self._logged: dict[int, _Logged] = {}
+
+    def record(self, driver: str, messages: Sequence[Message], report: ConversionReport) -> None:
+        """Keep ``report`` as the latest and log the losses not logged before."""
+        self.last = report
+        for loss in report.losses:
+            if not 0 <= loss.message < len(messages):  # pragma: no cover - encoders index messages
+                continue
+            message = messages[loss.message]
+            entry = self._logged.get(id(message))
+            if entry is None or entry[0]() is not message:
+                entry = self._logged[id(message)] = (weakref.ref(message, self._forget(id(message))), set())
+            key = (loss.part, loss.what)
+            if key in entry[1]:
+                continue
+            entry[1].add(key)
+            where = "" if loss.part is None else f" part {loss.part}"
+            _log.warning(
+                "%s request %s message %d%s %s: %s",
+                driver,
+                loss.kind,
+                loss.message,
+                where,
+                loss.what,
+                loss.reason,
+            )
+
+    def _forget(self, key: int) -> Callable[[weakref.ReferenceType[Message]], None]:
+        def forget(ref: weakref.ReferenceType[Message]) -> None:
+            current = self._logged.get(key)
+            if current is not None and current[0] is ref:
+                del self._logged[key]
+
+        return forget

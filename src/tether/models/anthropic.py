@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import DecodeError, ModelError, UnsupportedContent, UserError
 from tether.messages import Document, Message, ToolResult
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
-from tether.models._driver import api_key, decode_body, sdk_error, stream_result
+from tether.models._driver import RequestReports, api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import check_content
+from tether.models.wire._common import ConversionReport, check_content
 from tether.models.wire._json import given
 from tether.models.wire.anthropic import (
     PROFILES,
@@ -104,6 +104,7 @@ class AnthropicModel:
         self._http_client = http_client
         self._max_retries = max_retries
         self._thinking = thinking
+        self._reports = RequestReports()
 
     @property
     def name(self) -> str:
@@ -113,6 +114,13 @@ class AnthropicModel:
     @property
     def profile(self) -> Profile:
         return self._profile
+
+    @property
+    def last_request_report(self) -> ConversionReport | None:
+        """What the latest request built by this driver dropped or approximated (message and part
+        indices into the messages it was given), or ``None`` before the first request. Each loss
+        is also logged once at WARNING on the ``tether.models`` logger."""
+        return self._reports.last
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
@@ -137,7 +145,8 @@ class AnthropicModel:
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
         check_content(messages, self._profile)
         _check_documents(messages)
-        encoded, _report = encode_messages(messages, profile=self._profile)
+        encoded, report = encode_messages(messages, profile=self._profile)
+        self._reports.record(self.name, messages, report)
         s = settings or ModelSettings()
         kwargs: dict[str, Any] = {
             "model": self._model,

@@ -19,9 +19,9 @@ import pydantic
 from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
 from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
-from tether.models._driver import api_key, request_failed, stream_result
+from tether.models._driver import RequestReports, api_key, request_failed, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import check_content
+from tether.models.wire._common import ConversionReport, check_content
 from tether.models.wire._json import given
 from tether.models.wire.gemini import (
     PROFILES,
@@ -126,6 +126,7 @@ class GeminiModel:
         self._client = client
         self._http_options = http_options
         self._parts = _SdkParts()
+        self._reports = RequestReports()
 
     @property
     def name(self) -> str:
@@ -135,6 +136,13 @@ class GeminiModel:
     @property
     def profile(self) -> Profile:
         return self._profile
+
+    @property
+    def last_request_report(self) -> ConversionReport | None:
+        """What the latest request built by this driver dropped or approximated (message and part
+        indices into the messages it was given), or ``None`` before the first request. Each loss
+        is also logged once at WARNING on the ``tether.models`` logger."""
+        return self._reports.last
 
     def _sdk(self) -> genai.Client:
         if self._client is None:
@@ -155,7 +163,8 @@ class GeminiModel:
 
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
         check_content(messages, self._profile)
-        encoded, _report = encode_messages(messages, profile=self._profile)
+        encoded, report = encode_messages(messages, profile=self._profile)
+        self._reports.record(self.name, messages, report)
         contents = self._parts.contents(encoded)
         s = settings or ModelSettings()
         config: dict[str, Any] = {}

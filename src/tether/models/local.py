@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
@@ -32,8 +31,9 @@ from tether.models._base import (
     ToolCallDelta,
     ToolDefinition,
 )
+from tether.models._driver import RequestReports
 from tether.models._sdk import require
-from tether.models.wire._common import check_content
+from tether.models.wire._common import ConversionReport, check_content
 from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 else:
     llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
 
-_log = logging.getLogger("tether.models")
 
 __all__ = ["FUNCTION_CALLING", "PROFILES", "LocalModel", "default_weights"]
 
@@ -109,6 +108,7 @@ class LocalModel:
         self._chat_format = chat_format
         self._llama: llama_cpp.Llama | None = None
         self._lock = threading.Lock()
+        self._reports = RequestReports()
 
     @property
     def name(self) -> str:
@@ -117,6 +117,13 @@ class LocalModel:
     @property
     def profile(self) -> Profile:
         return PROFILES[0]
+
+    @property
+    def last_request_report(self) -> ConversionReport | None:
+        """What the latest request built by this driver dropped or approximated (message and part
+        indices into the messages it was given), or ``None`` before the first request. Each loss
+        is also logged once at WARNING on the ``tether.models`` logger."""
+        return self._reports.last
 
     # -- request --------------------------------------------------------------------------------
     def request(
@@ -134,8 +141,7 @@ class LocalModel:
         puts in the system turn) always has a system turn to live in."""
         check_content(messages, self.profile)
         encoded, report = encode_messages(messages, profile=self.profile)
-        if not report.lossless:
-            _log.debug("%s request leaves out or approximates: %s", self.name, report.losses)
+        self._reports.record(self.name, messages, report)
         chat: list[dict[str, Any]] = []
         if instructions or (tools and self._chat_format == FUNCTION_CALLING):
             chat.append({"role": "system", "content": instructions or _DEFAULT_SYSTEM})

@@ -12,7 +12,6 @@ the request options, error mapping and streaming.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -20,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import ModelError, UserError
 from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
-from tether.models._driver import api_key, decode_body, sdk_error, stream_result
+from tether.models._driver import RequestReports, api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import check_content
+from tether.models.wire._common import ConversionReport, check_content
 from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     import openai
 else:
     openai = require("openai", "openai", "the OpenAI Chat driver")
-
-_log = logging.getLogger("tether.models")
 
 __all__ = ["PROFILES", "OpenAIChatModel", "chat_profile"]
 
@@ -107,6 +104,7 @@ class OpenAIChatModel:
         self._max_retries = max_retries
         self._headers = dict(default_headers) if default_headers else None
         self._stream_usage = stream_usage
+        self._reports = RequestReports()
 
     @property
     def name(self) -> str:
@@ -116,6 +114,13 @@ class OpenAIChatModel:
     @property
     def profile(self) -> Profile:
         return self._profile
+
+    @property
+    def last_request_report(self) -> ConversionReport | None:
+        """What the latest request built by this driver dropped or approximated (message and part
+        indices into the messages it was given), or ``None`` before the first request. Each loss
+        is also logged once at WARNING on the ``tether.models`` logger."""
+        return self._reports.last
 
     def _sdk(self) -> openai.AsyncOpenAI:
         if self._client is None:
@@ -148,8 +153,7 @@ class OpenAIChatModel:
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
         check_content(messages, self._profile)
         encoded, report = encode_messages(messages, profile=self._profile)
-        if not report.lossless:
-            _log.debug("%s request leaves out or approximates: %s", self.name, report.losses)
+        self._reports.record(self.name, messages, report)
         wire: list[dict[str, Any]] = []
         if instructions:
             wire.append({"role": "system", "content": instructions})

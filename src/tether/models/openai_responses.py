@@ -26,8 +26,8 @@ from tether.models._base import (  # noqa: E402
     StreamEvent,
     ToolDefinition,
 )
-from tether.models._driver import http_error, request_failed  # noqa: E402
-from tether.models.wire._common import check_content  # noqa: E402
+from tether.models._driver import RequestReports, http_error, request_failed  # noqa: E402
+from tether.models.wire._common import ConversionReport, check_content  # noqa: E402
 from tether.models.wire._json import given  # noqa: E402
 from tether.models.wire.openai_responses import (  # noqa: E402
     REASONING_FAMILIES,
@@ -46,6 +46,9 @@ PROFILES: tuple[Profile, ...] = (
 )
 
 _PROVIDER_LABEL = "openai"
+_OWNED_KEYS = frozenset({"input", "store", "include", "stream", "previous_response_id"})
+"""Body keys ``ModelSettings.extra`` may not override: the driver is stateless (``store=false``,
+no ``previous_response_id``), asks for encrypted reasoning, and sends the whole history."""
 
 
 class OpenAIResponsesModel:
@@ -74,6 +77,7 @@ class OpenAIResponsesModel:
         self._client = client or openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, http_client=http_client, max_retries=max_retries
         )
+        self._reports = RequestReports()
 
     @property
     def name(self) -> str:
@@ -82,6 +86,13 @@ class OpenAIResponsesModel:
     @property
     def profile(self) -> Profile:
         return self._profile
+
+    @property
+    def last_request_report(self) -> ConversionReport | None:
+        """What the latest request built by this driver dropped or approximated (message and part
+        indices into the messages it was given), or ``None`` before the first request. Each loss
+        is also logged once at WARNING on the ``tether.models`` logger."""
+        return self._reports.last
 
     def request_body(
         self,
@@ -94,7 +105,8 @@ class OpenAIResponsesModel:
         """The JSON body this driver sends (without ``stream``). Raises ``UnsupportedContent``
         for a part the model cannot take, before any network call."""
         check_content(messages, self._profile)
-        items, _report = encode_messages(messages, profile=self._profile)
+        items, report = encode_messages(messages, profile=self._profile)
+        self._reports.record(self.name, messages, report)
         body: dict[str, Any] = {"model": self._model, "input": items, "store": False}
         if self._profile.reasoning_replay != "never":
             body["include"] = ["reasoning.encrypted_content"]
@@ -115,6 +127,12 @@ class OpenAIResponsesModel:
                     parallel_tool_calls=settings.parallel_tool_calls,
                 )
             )
+            owned = sorted(_OWNED_KEYS.intersection(settings.extra))
+            if owned:
+                raise UserError(
+                    f"settings.extra cannot set {', '.join(owned)}: the OpenAI Responses driver "
+                    "owns them (stateless store=false, encrypted reasoning, the history)"
+                )
             body.update(settings.extra)
         return body
 

@@ -20,6 +20,7 @@ __all__ = [
     "LossRecord",
     "PerMessageCache",
     "check_content",
+    "in_family",
     "merged_turns",
     "replays_reasoning",
     "wire_arguments",
@@ -234,11 +235,25 @@ def _check_part(part: object, profile: Profile, mi: int, pi: int, *, in_result: 
             )
 
 
+def in_family(model: str | None, family: str) -> bool:
+    """Whether the model named ``model`` belongs to ``family``: its name starts with the family
+    (after a ``models/`` path or a cloud deployment prefix such as ``eu.anthropic.``). An unknown
+    model (``None``: an imported transcript) counts as in the family; the provider already matched
+    and the provider still verifies the signature."""
+    if model is None:
+        return True
+    if not family:
+        return False
+    name = model.rsplit("/", 1)[-1]
+    return name.startswith(family) or f".{family}" in name
+
+
 def replays_reasoning(part: Reasoning, message: Message, profile: Profile) -> bool:
     """Whether ``part`` (in ``message``) may be sent back to a model with ``profile``.
 
     ``same-provider``: the reasoning's provider (or the message's) equals the target's.
-    ``same-family``: additionally the message's model belongs to the target's family.
+    ``same-family``: additionally the message's model is in the target's family
+    (:func:`in_family`: ``claude-sonnet-4-5-20250929`` is in ``claude-sonnet-4``).
     ``never``: no reasoning is replayed. Reasoning that is not replayed is dropped and reported
     by the caller (policy in docs/adr/0005-wire-mapping.md).
     """
@@ -248,5 +263,5 @@ def replays_reasoning(part: Reasoning, message: Message, profile: Profile) -> bo
     if source != profile.provider:
         return False
     if profile.reasoning_replay == "same-family":
-        return bool(profile.family) and (message.model or "").startswith(profile.family)
+        return in_family(message.model, profile.family)
     return True

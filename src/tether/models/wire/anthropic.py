@@ -22,6 +22,7 @@ O(new messages). Returned dicts are shared with that cache: treat them as read-o
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -76,7 +77,7 @@ _BASE = Profile(
     documents=True,
     document_urls=True,
     tool_result_media=True,
-    reasoning_replay="same-provider",
+    reasoning_replay="same-family",
 )
 PROFILES: Final[tuple[Profile, ...]] = (
     Profile(provider=PROVIDER, family="claude-3-opus", tool_result_media=True),
@@ -89,11 +90,17 @@ PROFILES: Final[tuple[Profile, ...]] = (
         document_urls=True,
         tool_result_media=True,
     ),
+    *(
+        dataclasses.replace(_BASE, family=family)
+        for family in ("claude-3-7-sonnet", "claude-sonnet-4", "claude-opus-4", "claude-haiku-4")
+    ),
     _BASE,
 )
-"""Capability profiles per model family (longest matching prefix wins; ``claude`` is the
-default). Claude 3 models take no documents and no thinking; 3.5 takes documents; 3.7, 4 and
-later replay their own signed thinking."""
+"""Capability profiles per model family (longest matching prefix wins). Claude 3 models take no
+documents and no thinking; 3.5 takes documents; 3.7, 4 and later replay signed thinking from their
+own family only (``same-family``). A later model not listed gets the ``claude`` profile with its
+own family, the name up to its major version (``claude-opus-5-1`` → ``claude-opus-5``)."""
+_FAMILY = re.compile(r"claude-[a-z]+-\d+")
 
 _STOP_REASONS: Final = {
     "end_turn": "stop",
@@ -129,6 +136,8 @@ def profile_for(model: str) -> Profile:
     for profile in PROFILES:
         if model.startswith(profile.family) and len(profile.family) > len(best.family):
             best = profile
+    if best is _BASE and (family := _FAMILY.match(model)) is not None:
+        return dataclasses.replace(_BASE, family=family[0])
     return best
 
 

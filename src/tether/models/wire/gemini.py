@@ -15,7 +15,8 @@ Mapping (docs/adr/0006-anthropic-gemini-wire.md):
 * ``Image`` / ``Document`` ↔ ``inlineData`` (base64) or ``fileData`` (``fileUri``).
 * Signatures travel as the base64 text they arrived in; the SDK decodes either alphabet to the
   same bytes. Signatures are only sent back to Google (the message's provider is ``google`` or
-  unknown); reasoning follows :func:`~tether.models.wire.replays_reasoning`.
+  unknown) and, for ``same-family`` profiles, to the family that made them; reasoning follows
+  :func:`~tether.models.wire.replays_reasoning`.
 
 Encoding is cached per message and profile (O(new messages) per step); returned dicts are shared
 with that cache: treat them as read-only.
@@ -24,8 +25,10 @@ with that cache: treat them as read-only.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import mimetypes
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
@@ -48,6 +51,7 @@ from tether.models.wire._common import (
     ConversionReport,
     LossRecord,
     PerMessageCache,
+    in_family,
     merged_turns,
     replays_reasoning,
     wire_arguments,
@@ -83,15 +87,20 @@ _BASE = Profile(
     documents=True,
     document_urls=True,
     tool_result_media=False,
-    reasoning_replay="same-provider",
+    reasoning_replay="same-family",
 )
 PROFILES: Final[tuple[Profile, ...]] = (
     Profile(provider=PROVIDER, family="gemini-1.5", documents=True, document_urls=True),
     Profile(provider=PROVIDER, family="gemini-2.0", documents=True, document_urls=True),
+    dataclasses.replace(_BASE, family="gemini-2.5"),
+    dataclasses.replace(_BASE, family="gemini-3"),
     _BASE,
 )
-"""Capability profiles per model family (longest matching prefix wins; ``gemini`` — 2.5, 3 and
-later, the thinking models — is the default). Media in function responses is not sent."""
+"""Capability profiles per model family (longest matching prefix wins). The thinking models
+(2.5, 3 and later) replay thoughts and signatures from their own family only (``same-family``); a
+later model not listed gets the ``gemini`` profile with its own family, ``gemini-<major>``.
+Media in function responses is not sent."""
+_FAMILY = re.compile(r"gemini-\d+")
 
 _STOP_REASONS: Final = {
     "STOP": "stop",
@@ -117,6 +126,8 @@ def profile_for(model: str) -> Profile:
     for profile in PROFILES:
         if name.startswith(profile.family) and len(profile.family) > len(best.family):
             best = profile
+    if best is _BASE and (family := _FAMILY.match(name)) is not None:
+        return dataclasses.replace(_BASE, family=family[0])
     return best
 
 
@@ -143,7 +154,9 @@ def _encode_message(message: Message, profile: Profile) -> _Encoded:
     if message.role == "tool":
         parts = tuple(_encode_result(pi, r, losses) for pi, r in enumerate(message.tool_results))
         return "user", parts, tuple(losses)
-    signed = (message.provider or PROVIDER) == PROVIDER
+    signed = (message.provider or PROVIDER) == PROVIDER and (
+        profile.reasoning_replay != "same-family" or in_family(message.model, profile.family)
+    )
     out: list[JSON] = []
     placeholder = not signed and profile.reasoning_replay != "never"
     for pi, part in enumerate(message.parts):
@@ -154,7 +167,9 @@ def _encode_message(message: Message, profile: Profile) -> _Encoded:
             # Thinking Gemini models reject a call turn whose first call has no signature; for
             # calls another provider made, Google documents this placeholder signature.
             encoded = {**encoded, "thoughtSignature": FOREIGN_CALL_SIGNATURE}
-            losses.append((pi, "approximated", "signature", "placeholder for a call from another provider"))
+            losses.append(
+                (pi, "approximated", "signature", "placeholder for a call from another provider or family")
+            )
             placeholder = False
         out.append(encoded)
     return ("model" if message.role == "assistant" else "user"), tuple(out), tuple(losses)
@@ -165,7 +180,9 @@ def _sign(pi: int, entry: JSON, signature: str | None, signed: bool, losses: lis
         if signed:
             entry["thoughtSignature"] = signature
         else:
-            losses.append((pi, "dropped", "signature", "signatures from other providers are not sent"))
+            losses.append(
+                (pi, "dropped", "signature", "signatures from other providers or families are not sent")
+            )
     return entry
 
 
@@ -189,6 +206,8 @@ def _encode_part(
         call: JSON = {"name": part.name, "args": _json_object.decode(wire_arguments(part))}
         if part.id is not None:
             call["id"] = part.id
+        else:
+            losses.append((pi, "approximated", "tool call id", "none: an import gives it a positional id"))
         if part.truncated:
             losses.append((pi, "approximated", "tool call arguments", "not a JSON object: truncated_args"))
         return _sign(pi, {"functionCall": call}, part.signature, signed, losses)

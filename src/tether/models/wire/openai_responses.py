@@ -63,8 +63,9 @@ Item = dict[str, Any]
 
 
 def default_profile(model: str = "") -> Profile:
-    """The capability profile for a Responses model name. Reasoning models replay their own
-    reasoning (same provider); other models never receive reasoning items."""
+    """The capability profile for a Responses model name. Reasoning models replay reasoning from
+    their own family (``o3``, ``gpt-5``…: ``same-family``); other models never receive reasoning
+    items."""
     reasoning = model.startswith(REASONING_FAMILIES)
     family = next((f for f in REASONING_FAMILIES if model.startswith(f)), model.split("-", 1)[0])
     return Profile(
@@ -75,7 +76,7 @@ def default_profile(model: str = "") -> Profile:
         documents=True,
         document_urls=True,
         tool_result_media=True,
-        reasoning_replay="same-provider" if reasoning else "never",
+        reasoning_replay="same-family" if reasoning else "never",
         parallel_tool_calls=True,
         streaming=True,
     )
