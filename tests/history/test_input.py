@@ -67,8 +67,10 @@ def test_any_iterable_of_messages_is_accepted(name: str) -> None:
     def messages() -> Iterator[Message]:
         yield from _history()
 
-    FUNCTIONS[name](messages())  # no error
-    FUNCTIONS[name](tuple(_history()))
+    from_generator = FUNCTIONS[name](messages())
+    from_tuple = FUNCTIONS[name](tuple(_history()))
+    from_list = FUNCTIONS[name](list(_history()))
+    assert from_generator == from_tuple == from_list  # the generator was read exactly once
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)

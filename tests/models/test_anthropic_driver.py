@@ -220,7 +220,7 @@ async def test_unsupported_content_fails_before_any_request() -> None:
         await model_for(handler, "claude-3-haiku-20240307").generate([user("a"), user("read", pdf)])
     assert (caught.value.message_index, caught.value.part_index) == (1, 1)
     archive = Document(data=b"PK", media_type="application/zip")
-    with pytest.raises(UnsupportedContent, match="PDF or plain text"):
+    with pytest.raises(UnsupportedContent, match="not application/zip"):
         await model_for(handler).generate([user(archive)])
     assert calls == []
 

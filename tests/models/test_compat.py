@@ -37,7 +37,7 @@ def test_every_declared_profile_has_a_row() -> None:
         assert isinstance(profile, Profile)
         family = f"`{profile.family}`" if profile.family else "(any)"
         assert f"| `{prefix}` | `{profile.provider}` | {family} |" in text
-    assert "| `openai` | `openai` | (any) | yes | yes | yes | — | — | yes | yes | `never` |" in text
+    assert "| `openai` | `openai` | (any) | yes | yes | yes | — | — | yes | yes | (any) | `never` |" in text
 
 
 def test_check_mode_reports_staleness(tmp_path: Path) -> None:
@@ -48,3 +48,20 @@ def test_check_mode_reports_staleness(tmp_path: Path) -> None:
     assert main([str(target), "--check"]) == 0
     target.write_text(target.read_text(encoding="utf-8").replace("`never`", "`always`", 1), encoding="utf-8")
     assert main([str(target), "--check"]) == 1
+
+
+def test_document_types_are_enforced_before_any_request() -> None:
+    from tether import Document, UnsupportedContent, user
+    from tether.models.wire import check_content
+
+    profile = Profile("p", documents=True, document_types=("application/pdf", "text/*"))
+    check_content([user(Document(data=b"%PDF", media_type="application/pdf"))], profile)
+    check_content([user(Document(data=b"# t", media_type="text/markdown"))], profile)
+    with pytest.raises(UnsupportedContent, match="not application/zip") as caught:
+        check_content([user("x"), user("y", Document(data=b"PK", media_type="application/zip"))], profile)
+    assert (caught.value.message_index, caught.value.part_index) == (1, 1)
+    # a URL document is not subject to the inline type list
+    check_content(
+        [user(Document(url="https://example.com/a.zip"))],
+        Profile("p", documents=True, document_urls=True, document_types=("application/pdf",)),
+    )

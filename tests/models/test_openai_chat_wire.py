@@ -303,3 +303,19 @@ def test_recorded_streams_assemble_into_the_message_the_next_request_replays(pro
     message = recorded_response(moderation)  # usage arrives before a trailing usage-less chunk
     assert message.text == "Paris."
     assert message.usage == Usage(input_tokens=13, output_tokens=11)
+
+
+def test_tether_json_given_as_openai_chat_is_not_silently_emptied() -> None:
+    import tether
+    from tether.models.wire.openai_chat import decode_messages
+
+    with pytest.raises(tether.DecodeError) as caught:
+        decode_messages([{"role": "user", "parts": [{"type": "text", "text": "hi"}]}])
+    assert caught.value.path == "$[0].content"
+    messages, report = decode_messages(
+        [{"role": "assistant", "parts": [{"type": "text", "text": "x"}], "content": "ok"}]
+    )
+    assert messages[0].text == "ok"
+    assert [(loss.message, loss.kind, loss.what) for loss in report.losses] == [
+        (0, "dropped", "field 'parts'")
+    ]

@@ -73,7 +73,9 @@ def list_conversations(
         return
     table = Table(show_edge=False)
     for column in ("conversation", "updated (UTC)", "messages", "model", "first prompt"):
-        table.add_column(column, no_wrap=column != "first prompt")
+        # the preview folds rather than shrinking to "…" on a narrow or piped terminal
+        prompt = column == "first prompt"
+        table.add_column(column, no_wrap=not prompt, min_width=24 if prompt else None)
     for info in infos:
         table.add_row(
             info.conversation_id,

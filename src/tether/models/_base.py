@@ -40,6 +40,9 @@ class Profile:
     image_urls: bool = True
     documents: bool = False
     document_urls: bool = False
+    document_types: tuple[str, ...] = ()
+    """Media types accepted for inline documents (``"text/*"`` matches every text type);
+    empty means any."""
     tool_result_media: bool = False
     reasoning_replay: ReasoningReplay = "never"
     parallel_tool_calls: bool = True

@@ -77,11 +77,13 @@ def _cell(value: bool) -> str:
 def render() -> str:
     """The full text of docs/compatibility.md."""
     rows, undeclared = collect()
-    head = ["Driver", "Provider", "Family", *(title for title, _ in _COLUMNS), "Reasoning replay"]
+    head = ["Driver", "Provider", "Family", *(title for title, _ in _COLUMNS), "Document types"]
+    head.append("Reasoning replay")
     lines = [_HEADER, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for prefix, profile in rows:
         cells = [f"`{prefix}`", f"`{profile.provider}`", f"`{profile.family}`" if profile.family else "(any)"]
         cells.extend(_cell(getattr(profile, attr)) for _, attr in _COLUMNS)
+        cells.append(", ".join(f"`{t}`" for t in profile.document_types) or "(any)")
         cells.append(f"`{profile.reasoning_replay}`")
         lines.append("| " + " | ".join(cells) + " |")
     if undeclared:

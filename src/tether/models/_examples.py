@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any, TypeAlias, cast
 
 from tether.errors import UserError
@@ -148,6 +147,8 @@ def _integer_example(schema: dict[str, Any]) -> int:
     step = schema.get("multipleOf")
     unit = 1
     if isinstance(step, int | float) and step > 0:
+        from fractions import Fraction  # only here: it pulls in decimal at import time
+
         unit = Fraction(step).limit_denominator(10**9).numerator  # the integers that are multiples
     k = _closest_to_zero(None if low is None else -(-low // unit), None if high is None else high // unit)
     if k is None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tether.errors import DecodeError, ModelError, UnsupportedContent, UserError
-from tether.messages import Document, Message, ToolResult
+from tether.errors import DecodeError, ModelError, UserError
+from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
 from tether.models._driver import RequestReports, api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
@@ -38,8 +38,6 @@ __all__ = ["PROFILES", "AnthropicModel", "profile_for"]
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` is required by the Messages API; this is sent when settings give none."""
 
-_DOCUMENT_TYPES = ("application/pdf", "text/plain")
-
 
 def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters}
@@ -52,24 +50,6 @@ def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
 
 def _error(exc: Exception) -> ModelError:
     return sdk_error(exc, anthropic.APIStatusError, PROVIDER)
-
-
-def _check_documents(messages: Sequence[Message]) -> None:
-    """Anthropic takes PDF and plain-text documents only; anything else fails before any I/O."""
-    for mi, message in enumerate(messages):
-        for pi, part in enumerate(message.parts):
-            items = part.content if type(part) is ToolResult else (part,)
-            for item in items:
-                if (
-                    type(item) is Document
-                    and item.data is not None
-                    and item.media_type not in _DOCUMENT_TYPES
-                ):
-                    raise UnsupportedContent(
-                        f"Anthropic documents must be PDF or plain text, not {item.media_type}",
-                        message_index=mi,
-                        part_index=pi,
-                    )
 
 
 class AnthropicModel:
@@ -144,7 +124,6 @@ class AnthropicModel:
 
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
         check_content(messages, self._profile)
-        _check_documents(messages)
         encoded, report = encode_messages(messages, profile=self._profile)
         self._reports.record(self.name, messages, report)
         s = settings or ModelSettings()

@@ -172,22 +172,21 @@ def wire_arguments(call: ToolCall) -> str:
     return call.arguments
 
 
-_checked: weakref.WeakKeyDictionary[Message, set[Profile]] = weakref.WeakKeyDictionary()
+_checked: dict[Profile, weakref.WeakKeyDictionary[Message, None]] = {}
 
 
 def check_content(messages: Sequence[Message], profile: Profile) -> None:
     """Raise ``UnsupportedContent`` (message and part index) for the first part the profile
-    cannot take. Called by drivers before any network call. A message that passed for a profile
-    is remembered (messages are immutable), so the steps of one run only check new messages."""
+    cannot take. Called by drivers before any network call. Messages that passed for a profile
+    are remembered (messages are immutable), so the steps of one run only check new messages."""
+    passed = _checked.get(profile)
+    if passed is None:
+        passed = _checked[profile] = weakref.WeakKeyDictionary()
     for mi, message in enumerate(messages):
-        seen = _checked.get(message)
-        if seen is not None and profile in seen:
+        if message in passed:
             continue
         _check_message(message, profile, mi)
-        if seen is None:
-            _checked[message] = {profile}
-        else:
-            seen.add(profile)
+        passed[message] = None
 
 
 def _check_message(message: Message, profile: Profile, mi: int) -> None:
@@ -227,6 +226,13 @@ def _check_part(part: object, profile: Profile, mi: int, pi: int, *, in_result: 
                 message_index=mi,
                 part_index=pi,
             )
+        if part.data is not None and profile.document_types and not _type_accepted(part.media_type, profile):
+            raise UnsupportedContent(
+                f"{profile.provider} model takes documents of type {', '.join(profile.document_types)}, "
+                f"not {part.media_type}{where}",
+                message_index=mi,
+                part_index=pi,
+            )
         if part.url is not None and not profile.document_urls:
             raise UnsupportedContent(
                 f"{profile.provider} model cannot take document URLs{where}; pass inline data",
@@ -246,6 +252,14 @@ def in_family(model: str | None, family: str) -> bool:
         return False
     name = model.rsplit("/", 1)[-1]
     return name.startswith(family) or f".{family}" in name
+
+
+def _type_accepted(media_type: str | None, profile: Profile) -> bool:
+    kind = media_type or ""
+    return any(
+        kind == accepted or (accepted.endswith("/*") and kind.startswith(accepted[:-1]))
+        for accepted in profile.document_types
+    )
 
 
 def replays_reasoning(part: Reasoning, message: Message, profile: Profile) -> bool:

@@ -69,6 +69,8 @@ JSON = dict[str, Any]
 PROVIDER: Final = "anthropic"
 """The provider stamped on messages and reasoning decoded from the Anthropic Messages API."""
 
+_DOCUMENT_TYPES = ("application/pdf", "text/*")  # text/* travels as a text/plain source
+
 _BASE = Profile(
     provider=PROVIDER,
     family="claude",
@@ -76,6 +78,7 @@ _BASE = Profile(
     image_urls=True,
     documents=True,
     document_urls=True,
+    document_types=_DOCUMENT_TYPES,
     tool_result_media=True,
     reasoning_replay="same-family",
 )
@@ -88,6 +91,7 @@ PROFILES: Final[tuple[Profile, ...]] = (
         family="claude-3-5",
         documents=True,
         document_urls=True,
+        document_types=_DOCUMENT_TYPES,
         tool_result_media=True,
     ),
     *(

@@ -311,6 +311,11 @@ def _decode_content(
     return parts
 
 
+_KNOWN_KEYS = frozenset(
+    {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content", "reasoning"}
+)
+
+
 def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
     """A Chat Completions ``messages`` list → tether messages, plus what could not be carried.
 
@@ -327,6 +332,11 @@ def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
         entry = obj(raw, path)
         role = entry.get("role")
         mi = len(out)
+        if role in ("system", "developer", "user", "tool") and "content" not in entry:
+            raise fail(f"a {role} message needs 'content'", f"{path}.content")
+        for key, value in entry.items():
+            if key not in _KNOWN_KEYS and value is not None:
+                report.drop(mi, None, f"field {key!r}", "not part of a Chat Completions message")
         if role == "tool":
             merge = bool(out) and out[-1].role == "tool" and entries[i - 1].get("role") == "tool"
             mi = len(out) - 1 if merge else len(out)
