@@ -20,14 +20,17 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from msgspec.structs import replace
 from psycopg import sql
 
 from tether import (
     ConflictError,
+    HistoryError,
     Message,
     ModelError,
     RunCanceled,
     RunError,
+    Text,
     ToolCall,
     ToolResult,
     assistant,
@@ -35,9 +38,11 @@ from tether import (
     user,
 )
 from tether.agent import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT, Agent, Tool, ToolCanceled
+from tether.agent._batch import run_jobs
+from tether.agent._run import ALREADY_STARTED_TEXT
 from tether.agent._store import ledger_closures
 from tether.history import INTERRUPTED_TEXT, check_history
-from tether.models.testing import FunctionInfo, FunctionModel
+from tether.models.testing import FunctionInfo, FunctionModel, TestModel
 from tether.stores import MemoryStore, PostgresStore, SQLiteStore, Store, ToolEffect
 
 from .scripts import Script, calls
@@ -193,7 +198,14 @@ async def test_crash_after_start_is_closed_as_unknown_and_never_rerun(store: Sto
     assert await store.pending_tool_effects("o", "conv") == []
     stored = await store.load("o", "conv")
     assert stored.messages[-1].text == "resumed answer"
-    assert any(r.text == UNKNOWN_OUTCOME_TEXT for m in stored.messages for r in m.tool_results)
+    assert check_history(stored.messages) == []  # the stored log holds both results, not only c1's
+    closing = stored.messages[2]
+    assert [(r.call_id, r.text) for r in closing.tool_results] == [
+        ("c1", UNKNOWN_OUTCOME_TEXT),
+        ("c2", INTERRUPTED_TEXT),
+    ]  # one tool message, in call order
+    assert not resumed.repair.changed  # the run itself repaired nothing
+    assert script.seen[-1][2] == closing
 
 
 async def test_store_needs_owner_and_no_history(store: Store) -> None:
@@ -233,6 +245,14 @@ asyncio.run(main())
 """
 
 
+def _again(amount: int) -> str:
+    return "again"
+
+
+def _seen(q: str) -> str:
+    return "seen"
+
+
 async def test_sigkill_during_a_side_effect_then_resume(tmp_path: Path) -> None:
     db, marker, child = tmp_path / "c.db", tmp_path / "marker", tmp_path / "child.py"
     child.write_text(textwrap.dedent(CHILD))
@@ -246,7 +266,7 @@ async def test_sigkill_during_a_side_effect_then_resume(tmp_path: Path) -> None:
         assert [m.role for m in stored.messages] == ["user", "assistant"]
         agent = Agent(
             FunctionModel(lambda m, i: "I could not confirm the transfer"),
-            tools=[Tool(lambda amount: "again", name="transfer", idempotent=False)],
+            tools=[Tool(_again, name="transfer", idempotent=False)],
         )
         resumed = await agent.run(store=store, owner="o", conversation_id="conv")
         closing = resumed.messages[2].tool_results[0]
@@ -285,7 +305,7 @@ async def test_approval_round_trip_through_the_store(store: Store) -> None:
 
 def test_ledger_closures_for_finished_and_answered_effects() -> None:
     turn = assistant(ToolCall("a", "pay", "{}"), ToolCall("b", "pay", "{}"), ToolCall("c", "log", "{}"))
-    answered = tool(ToolResult("b", "pay", "done"))
+    answered = tool(ToolResult("b", "pay", (Text("done"),)))
     history = [user("q"), turn, answered, user("later")]
     now = datetime.now(UTC)
     effects = [
@@ -332,3 +352,173 @@ async def test_tool_canceled_closes_a_started_side_effect_as_unknown(store: Stor
     assert stored.messages == partial.messages
     assert check_history(stored.messages) == []
     assert await store.pending_tool_effects("o", "conv") == []
+
+
+async def test_a_later_run_reusing_a_call_id_runs_its_side_effect(store: Store) -> None:
+    # TestModel numbers call ids per instance: every run's first call is "test_1"
+    charged: list[int] = []
+
+    def charge(amount: int) -> str:
+        charged.append(amount)
+        return "charged"
+
+    def agent() -> Agent[None, str]:
+        return Agent(TestModel(), tools=[Tool(charge, idempotent=False)])
+
+    first = await agent().run("pay", store=store, owner="o", conversation_id="conv")
+    second = await agent().run("pay again", store=store, owner="o", conversation_id="conv")
+    assert len(charged) == 2  # the second run's call is a new call, not "started before"
+    (result,) = [r for m in second.new_messages for r in m.tool_results]
+    assert result.call_id == next(r.call_id for m in first.new_messages for r in m.tool_results)
+    assert (result.text, result.synthesized) == ("charged", False)
+    assert result.text != ALREADY_STARTED_TEXT
+    stored = await store.load("o", "conv")
+    assert stored.messages == second.messages
+    assert check_history(stored.messages) == []
+    assert await store.pending_tool_effects("o", "conv") == []
+
+
+async def test_run_jobs_without_jobs_is_a_no_op() -> None:
+    await run_jobs([])  # asyncio.wait would raise "Set of Tasks/Futures is empty"
+
+
+async def test_every_call_suppressed_by_the_ledger_ends_in_a_valid_history(store: Store) -> None:
+    # another process of the same run already started this call and never stored its result
+    await store.create("o", "conv")
+    assert await store.record_tool_started("o", "conv", "run-1", "c1", "charge", '{"amount": 1}')
+    charged: list[int] = []
+
+    def charge(amount: int) -> str:
+        charged.append(amount)
+        return "charged"
+
+    script = Script(calls(("c1", "charge", '{"amount": 1}')), "done")
+    agent = Agent(script.model, tools=[Tool(charge, idempotent=False)])
+    result = await agent.run("pay", store=store, owner="o", conversation_id="conv", run_id="run-1")
+    assert charged == []
+    assert result.output == "done"
+    (closing,) = [r for m in result.new_messages for r in m.tool_results]
+    assert (closing.call_id, closing.text, closing.synthesized) == ("c1", ALREADY_STARTED_TEXT, True)
+    stored = await store.load("o", "conv")
+    assert stored.messages == result.messages
+    assert check_history(stored.messages) == []
+
+
+async def test_a_finished_side_effect_is_stored_before_the_next_model_call(store: Store) -> None:
+    def charge(amount: int) -> str:
+        return f"charged {amount}"
+
+    def look(q: str) -> str:
+        return f"saw {q}"
+
+    def crash(messages: Sequence[Message], info: FunctionInfo) -> str:
+        raise _Crash
+
+    turn = calls(("c1", "look", '{"q": "card"}'), ("c2", "charge", '{"amount": 5}'))
+    agent = Agent(Script(turn, crash).model, tools=[look, Tool(charge, idempotent=False)])
+    with pytest.raises(_Crash):
+        await agent.run("pay", store=store, owner="o", conversation_id="conv")
+    stored = await store.load("o", "conv")
+    assert [m.role for m in stored.messages] == ["user", "assistant", "tool"]
+    assert [(r.call_id, r.text) for r in stored.messages[2].tool_results] == [
+        ("c1", "saw card"),
+        ("c2", "charged 5"),
+    ]
+    assert await store.pending_tool_effects("o", "conv") == []
+    script = Script("done")
+    resumed = await Agent(script.model, tools=[look, Tool(charge, idempotent=False)]).run(
+        store=store, owner="o", conversation_id="conv"
+    )
+    assert script.seen[0] == list(stored.messages)  # the real results, no lost-result closure
+    assert not resumed.repair.changed
+
+
+async def test_a_bare_pending_turn_is_left_for_deferred_but_closed_for_a_prompt(store: Store) -> None:
+    turn = calls(("c1", "look", "{}"))
+    await store.create("o", "conv")
+    await store.append("o", "conv", [user("q"), turn], expected_version=0)
+    agent = Agent(Script("answer").model, tools=[Tool(lambda: "x", name="look")])
+    with pytest.raises(HistoryError, match="no results"):
+        await agent.run(store=store, owner="o", conversation_id="conv")
+    assert (await store.load("o", "conv")).version == 2  # nothing stored: deferred= may answer it
+    result = await agent.run("go on", store=store, owner="o", conversation_id="conv")
+    assert not result.repair.changed
+    stored = await store.load("o", "conv")
+    assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "user", "assistant"]
+    assert stored.messages[2].tool_results[0].text == INTERRUPTED_TEXT
+    assert check_history(stored.messages) == []
+
+
+MIXED_CHILD = """
+import asyncio, os, signal, sys
+from tether import ToolCall, assistant
+from tether.agent import Agent, Tool
+from tether.models.testing import FunctionModel
+from tether.stores import SQLiteStore
+
+db, marker = sys.argv[1], sys.argv[2]
+
+def look(q: str) -> str:
+    return "seen"
+
+def charge(amount: int) -> str:
+    with open(marker, "a") as f:
+        f.write("charged\\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "unreachable"
+
+def reply(messages, info):
+    return assistant(ToolCall("c1", "look", '{"q": "a"}'), ToolCall("c2", "charge", '{"amount": 5}'))
+
+async def main():
+    agent = Agent(FunctionModel(reply), tools=[look, Tool(charge, idempotent=False, in_thread=False)])
+    await agent.run("pay", store=SQLiteStore(db), owner="o", conversation_id="conv")
+
+asyncio.run(main())
+"""
+
+
+async def test_sigkill_in_a_mixed_batch_resumes_from_a_valid_stored_log(tmp_path: Path) -> None:
+    db, marker, child = tmp_path / "c.db", tmp_path / "marker", tmp_path / "child.py"
+    child.write_text(textwrap.dedent(MIXED_CHILD))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, str(child), str(db), str(marker)], env=env, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    store = SQLiteStore(db)
+    try:
+        assert [m.role for m in (await store.load("o", "conv")).messages] == ["user", "assistant"]
+        script = Script("final")
+        agent = Agent(
+            script.model,
+            tools=[
+                Tool(_seen, name="look"),
+                Tool(_again, name="charge", idempotent=False),
+            ],
+        )
+        resumed = await agent.run("continue", store=store, owner="o", conversation_id="conv")
+        assert not resumed.repair.changed
+        stored = await store.load("o", "conv")
+        assert check_history(stored.messages) == []
+        assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "user", "assistant"]
+        assert [(r.call_id, r.text) for r in stored.messages[2].tool_results] == [
+            ("c1", INTERRUPTED_TEXT),
+            ("c2", UNKNOWN_OUTCOME_TEXT),
+        ]
+        assert script.seen[0][2] == stored.messages[2]
+        assert marker.read_text() == "charged\n"
+        assert await store.pending_tool_effects("o", "conv") == []
+    finally:
+        await store.close()
+
+
+def test_ledger_closures_match_the_run_that_made_the_call() -> None:
+    # run A's "c1" was started and lost; run B reused the id "c1" and got its result
+    turn_a = replace(assistant(ToolCall("c1", "pay", "{}")), run_id="A")
+    turn_b = replace(assistant(ToolCall("c1", "pay", "{}")), run_id="B")
+    answered_b = replace(tool(ToolResult("c1", "pay", (Text("paid"),))), run_id="B")
+    history = [user("q"), turn_a, user("again"), turn_b, answered_b, user("later")]
+    effect = ToolEffect("conv", "A", "c1", "pay", "{}", datetime.now(UTC))
+    closures = ledger_closures(history, [effect])
+    assert [(at, [r.text for r in m.tool_results]) for at, m in closures] == [(2, [UNKNOWN_OUTCOME_TEXT])]
+    effect_b = ToolEffect("conv", "B", "c1", "pay", "{}", datetime.now(UTC))
+    assert ledger_closures(history, [effect_b]) == []  # B's call is answered

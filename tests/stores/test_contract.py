@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import pytest
+from msgspec.structs import replace
 
 from tether import ConflictError, Message, NotFound, Text, ToolResult, UserError, assistant, tool, user
 from tether.stores import ConversationInfo, Store
@@ -211,7 +212,7 @@ async def test_tool_effect_ledger(store: Store) -> None:
     cid = await store.create(ALICE)
     assert await store.record_tool_started(ALICE, cid, "run-1", "call-a", "send_email", '{"to": "x"}')
     assert await store.record_tool_started(ALICE, cid, "run-1", "call-b", "charge", '{"eur": 5}')
-    assert not await store.record_tool_started(ALICE, cid, "run-2", "call-a", "send_email", "{}")
+    assert not await store.record_tool_started(ALICE, cid, "run-1", "call-a", "send_email", "{}")
     await store.record_tool_finished(ALICE, cid, "run-1", "call-b", failed=True)
     with pytest.raises(NotFound, match="call-zz"):
         await store.record_tool_finished(ALICE, cid, "run-1", "call-zz")
@@ -230,8 +231,36 @@ async def test_tool_effect_ledger(store: Store) -> None:
         ALICE, cid, [tool(ToolResult("call-a", "send_email", (Text("outcome unknown"),), synthesized=True))]
     )
     assert await store.pending_tool_effects(ALICE, cid) == []
-    # a closed entry still blocks a second start of the same call
-    assert not await store.record_tool_started(ALICE, cid, "run-3", "call-a", "send_email", "{}")
+    # a closed entry (its result is stored) does not block a later call of the run reusing the id
+    assert await store.record_tool_started(ALICE, cid, "run-1", "call-a", "send_email", '{"to": "y"}')
+    pending = await store.pending_tool_effects(ALICE, cid)
+    assert [(e.call_id, e.arguments, e.finished) for e in pending] == [("call-a", '{"to": "y"}', False)]
+    assert not await store.record_tool_started(ALICE, cid, "run-1", "call-a", "send_email", "{}")
+
+
+async def test_ledger_entries_are_per_run_so_reused_call_ids_are_new_calls(store: Store) -> None:
+    # many models number call ids per response: every run's first call may be "call_1"
+    cid = await store.create(ALICE)
+    assert await store.record_tool_started(ALICE, cid, "run-1", "call_1", "charge", '{"eur": 1}')
+    await store.record_tool_finished(ALICE, cid, "run-1", "call_1")
+    done = tool(ToolResult("call_1", "charge", (Text("charged"),)))
+    await store.append(ALICE, cid, [replace(done, run_id="run-1")])
+    assert await store.pending_tool_effects(ALICE, cid) == []
+    # a later run's call with the reused id is a new entry, not "already started"
+    assert await store.record_tool_started(ALICE, cid, "run-2", "call_1", "charge", '{"eur": 2}')
+    assert not await store.record_tool_started(ALICE, cid, "run-2", "call_1", "charge", '{"eur": 2}')
+    pending = await store.pending_tool_effects(ALICE, cid)
+    assert [(e.run_id, e.call_id, e.arguments) for e in pending] == [("run-2", "call_1", '{"eur": 2}')]
+    # a result stamped with another run does not close it; the run's own result does
+    await store.append(ALICE, cid, [replace(done, run_id="run-9")])
+    assert [e.run_id for e in await store.pending_tool_effects(ALICE, cid)] == ["run-2"]
+    await store.record_tool_finished(ALICE, cid, "run-2", "call_1")
+    await store.append(ALICE, cid, [replace(done, run_id="run-2")])
+    assert await store.pending_tool_effects(ALICE, cid) == []
+    # an unstamped closure (a resumed run's ledger closure) closes the open entry of any run
+    assert await store.record_tool_started(ALICE, cid, "run-3", "call_1", "charge", "{}")
+    await store.append(ALICE, cid, [done])
+    assert await store.pending_tool_effects(ALICE, cid) == []
 
 
 async def test_concurrent_appends_in_one_process_lose_nothing(store: Store) -> None:

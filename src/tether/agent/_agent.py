@@ -303,7 +303,7 @@ class Agent(Generic[Deps, Output]):
         binding = StoreBinding(store, owner, conversation_id or "")
         if not from_store:
             binding.conversation_id = await store.create(owner)
-        loaded = await binding.load() if from_store else []
+        loaded = await binding.load(repair=prompt is not None and deferred is None) if from_store else []
         run = Run(
             cfg,
             prompt=prompt,

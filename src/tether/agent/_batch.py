@@ -100,8 +100,11 @@ async def run_jobs(jobs: Sequence[Job], started: Hook | None = None, finished: F
     """Run the jobs concurrently; each job's ``result`` is set when it completes.
 
     Raises ``BatchCanceled`` or ``ToolRaised`` after the other jobs were cancelled and awaited;
-    on outer cancellation the jobs are cancelled too.
+    on outer cancellation the jobs are cancelled too. No jobs (every call was answered without
+    running, e.g. suppressed by the ledger) is a no-op.
     """
+    if not jobs:
+        return
     if len(jobs) == 1:
         await _execute(jobs[0], started, finished)
         return

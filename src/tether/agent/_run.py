@@ -476,8 +476,14 @@ class Run:
                 continue
             self._failures.pop(call.name, None)
             jobs.append(Job(i, call, tool, kwargs, self.context(call)))
-        await self._run(jobs, calls, message, results)
+        side_effects = await self._run(jobs, calls, message, results)
         self._add_results(message, [r for r in results if r is not None])
+        if side_effects and self.hooks is not None:
+            # a finished side effect's real result is durable before the next model call
+            try:
+                await self.hooks.checkpoint(self)
+            except StoreError as exc:
+                raise RunError(f"the store failed: {exc}", stage="store", partial=self.partial()) from exc
         if exhausted:
             raise ToolError(
                 f"a tool call failed validation more than {cfg.retries} times in a row: {exhausted[0]}",
@@ -488,13 +494,15 @@ class Run:
 
     async def _run(
         self, jobs: list[Job], calls: list[ToolCall], message: Message, results: list[ToolResult | None]
-    ) -> None:
+    ) -> bool:
+        """Run the jobs; True when the batch held a side-effecting tool under a store."""
         if not jobs:
-            return
+            return False
         hooks = self.hooks
         finished: Callable[[Job, bool], Awaitable[None]] | None = None
+        side_effects = hooks is not None and any(not j.tool.idempotent for j in jobs)
         try:
-            if hooks is not None and any(not j.tool.idempotent for j in jobs):
+            if hooks is not None and side_effects:
                 await hooks.checkpoint(self)
                 runnable: list[Job] = []
                 for job in jobs:
@@ -544,6 +552,7 @@ class Run:
             self._close_side_effects(jobs, calls, message, results)
             raise
         self._count_done(jobs, results)
+        return side_effects
 
     def _close_side_effects(
         self, jobs: list[Job], calls: list[ToolCall], message: Message, results: list[ToolResult | None]

@@ -173,17 +173,22 @@ def conflict(conversation_id: str, expected: int, actual: int) -> ConflictError:
 
 @dataclass(frozen=True, slots=True)
 class BatchFacts:
-    """What the conversation row learns from a batch: preview, last model, answered tool calls."""
+    """What the conversation row learns from a batch: preview, last model, answered tool calls.
+
+    ``results`` holds ``(run_id, call_id)`` per tool result, the run id being the tool message's
+    (``None`` when unstamped): a result closes the open ledger entry of that call in that run, or
+    of that call in any run when the message carries no run id (a ledger closure or a repair).
+    """
 
     preview: str | None
     last_model: str | None
-    result_call_ids: tuple[str, ...]
+    results: tuple[tuple[str | None, str], ...]
 
 
 def batch_facts(messages: Iterable[Message]) -> BatchFacts:
     preview: str | None = None
     last_model: str | None = None
-    answered: list[str] = []
+    answered: list[tuple[str | None, str]] = []
     for message in messages:
         role = message.role
         if role == "user":
@@ -195,7 +200,8 @@ def batch_facts(messages: Iterable[Message]) -> BatchFacts:
             if message.model:
                 last_model = message.model
         elif role == "tool":
-            answered.extend(p.call_id for p in message.parts if type(p) is ToolResult)
+            run_id = message.run_id
+            answered.extend((run_id, p.call_id) for p in message.parts if type(p) is ToolResult)
     return BatchFacts(preview, last_model, tuple(answered))
 
 

@@ -51,7 +51,7 @@ class _Conversation:
     preview: str | None = None
     last_model: str | None = None
     forked_from: tuple[str, int] | None = None
-    effects: dict[str, _Effect] = field(default_factory=lambda: {})
+    effects: dict[tuple[str, str], _Effect] = field(default_factory=lambda: {})
 
 
 class MemoryStore:
@@ -122,10 +122,11 @@ class MemoryStore:
                 c.preview = facts.preview
             if facts.last_model is not None:
                 c.last_model = facts.last_model
-            for call_id in facts.result_call_ids:
-                effect = c.effects.get(call_id)
-                if effect is not None:
-                    effect.stored = True
+            open_effects = [(k, e) for k, e in c.effects.items() if not e.stored] if facts.results else []
+            for run_id, call_id in facts.results if open_effects else ():
+                for (e_run, e_call), effect in open_effects:
+                    if e_call == call_id and (run_id is None or e_run == run_id):
+                        effect.stored = True
             return len(c.messages)
 
     async def load(
@@ -238,9 +239,11 @@ class MemoryStore:
         check_tool_call(run_id, call_id, tool_name, arguments)
         with self._lock:
             c = self._get(owner, conversation_id)
-            if call_id in c.effects:
+            key = (run_id, call_id)
+            existing = c.effects.get(key)
+            if existing is not None and not existing.stored:
                 return False
-            c.effects[call_id] = _Effect(run_id, tool_name, arguments, self._clock())
+            c.effects[key] = _Effect(run_id, tool_name, arguments, self._clock())
             return True
 
     async def record_tool_finished(
@@ -249,8 +252,8 @@ class MemoryStore:
         """See ``Store.record_tool_finished``."""
         with self._lock:
             c = self._get(owner, conversation_id)
-            effect = c.effects.get(call_id)
-            if effect is None or effect.run_id != run_id:
+            effect = c.effects.get((run_id, call_id))
+            if effect is None:
                 raise unknown_call(call_id, run_id)
             effect.finished = True
             effect.failed = failed
@@ -259,7 +262,7 @@ class MemoryStore:
         """See ``Store.pending_tool_effects``."""
         with self._lock:
             c = self._get(owner, conversation_id)
-            pending = [(call_id, e) for call_id, e in c.effects.items() if not e.stored]
+            pending = [(call_id, e) for (_, call_id), e in c.effects.items() if not e.stored]
         return [
             ToolEffect(
                 conversation_id=conversation_id,

@@ -49,7 +49,7 @@ SQLITE: tuple[tuple[str, tuple[str, ...]], ...] = (
                 finished_at REAL,
                 failed INTEGER NOT NULL DEFAULT 0,
                 stored_seq INTEGER,
-                PRIMARY KEY (conversation, call_id)
+                PRIMARY KEY (conversation, call_id, run_id)
             )""",
         ),
     ),
@@ -93,7 +93,7 @@ POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
                 finished_at DOUBLE PRECISION,
                 failed BOOLEAN NOT NULL DEFAULT FALSE,
                 stored_seq BIGINT,
-                PRIMARY KEY (conversation, call_id)
+                PRIMARY KEY (conversation, call_id, run_id)
             )""",
         ),
     ),

@@ -209,13 +209,21 @@ class PostgresStore:
                     pk,
                 ),
             )
-            if open_effects and facts.result_call_ids:  # results stored: close their ledger entries
+            if open_effects and facts.results:  # results stored: close their ledger entries
                 await conn.execute(
-                    "WITH closed AS (UPDATE tether_tool_effects SET stored_seq = %s "
-                    "WHERE conversation = %s AND call_id = ANY(%s) AND stored_seq IS NULL RETURNING 1) "
+                    "WITH closed AS (UPDATE tether_tool_effects e SET stored_seq = %s "
+                    "FROM unnest(%s::text[], %s::text[]) AS r(run_id, call_id) "
+                    "WHERE e.conversation = %s AND e.call_id = r.call_id AND e.stored_seq IS NULL "
+                    "AND (r.run_id IS NULL OR e.run_id = r.run_id) RETURNING 1) "
                     "UPDATE tether_conversations "
                     "SET open_effects = open_effects - (SELECT count(*) FROM closed) WHERE pk = %s",
-                    (new_version, pk, list(facts.result_call_ids), pk),
+                    (
+                        new_version,
+                        [run_id for run_id, _ in facts.results],
+                        [call_id for _, call_id in facts.results],
+                        pk,
+                        pk,
+                    ),
                 )
             return new_version
 
@@ -379,7 +387,12 @@ class PostgresStore:
             pk = (await self._row(conn, owner, conversation_id))[0]
             cursor = await conn.execute(
                 "INSERT INTO tether_tool_effects (conversation, call_id, run_id, tool_name, arguments_key, "
-                "arguments, started_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                "arguments, started_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                # a closed entry of the same run and call id is a later call reusing the id
+                "ON CONFLICT (conversation, call_id, run_id) DO UPDATE SET tool_name = excluded.tool_name, "
+                "arguments_key = excluded.arguments_key, arguments = excluded.arguments, "
+                "started_at = excluded.started_at, finished_at = NULL, failed = FALSE, stored_seq = NULL "
+                "WHERE tether_tool_effects.stored_seq IS NOT NULL",
                 (pk, call_id, run_id, tool_name, key_id, sealed, self._clock()),
             )
             if cursor.rowcount != 1:
@@ -486,16 +499,16 @@ async def _reseal_batch(conn: _Conn, codec: RowCodec, current: str, batch: int) 
         )
         done += 1
     cursor = await conn.execute(
-        "SELECT e.conversation, c.owner, c.id, e.call_id, e.arguments_key, e.arguments "
+        "SELECT e.conversation, c.owner, c.id, e.call_id, e.run_id, e.arguments_key, e.arguments "
         "FROM tether_tool_effects e JOIN tether_conversations c ON c.pk = e.conversation "
         "WHERE e.arguments_key IS DISTINCT FROM %s LIMIT %s FOR UPDATE OF e",
         (current, batch),
     )
-    for pk, o, cid, call_id, key_id, data in await cursor.fetchall():
+    for pk, o, cid, call_id, run_id, key_id, data in await cursor.fetchall():
         await conn.execute(
             "UPDATE tether_tool_effects SET arguments_key = %s, arguments = %s "
-            "WHERE conversation = %s AND call_id = %s",
-            (*codec.reseal_field(o, cid, "tool", call_id, key_id, data), pk, call_id),
+            "WHERE conversation = %s AND call_id = %s AND run_id = %s",
+            (*codec.reseal_field(o, cid, "tool", call_id, key_id, data), pk, call_id, run_id),
         )
         done += 1
     return done

@@ -190,8 +190,15 @@ class Store(Protocol):
     ) -> bool:
         """Durably note that a tool with side effects is about to run.
 
-        Returns True when this call wrote the entry; False when an entry for ``call_id`` already
-        existed in the conversation — the tool may already have run and must not run again.
+        An entry is keyed by ``(run_id, call_id)``: model call ids repeat across runs (many
+        models number them per response), so a later run's call with a reused id is a new entry.
+        Returns True when this call wrote the entry; False when this run started this call and
+        its result was never stored (the entry is open) — the tool may already have run and must
+        not run again. A closed entry of the same run and call id is a later call reusing the id:
+        it starts afresh.
+
+        Appending a tool message closes open entries its results answer: those of the message's
+        ``run_id`` (any run's, when the message carries no run id, as a ledger closure does).
         """
         ...
 

@@ -48,6 +48,15 @@ from tether.stores._sqlite_rotate import reseal_batch
 
 __all__ = ["SQLiteStore"]
 
+# a closed entry (result stored) of the same run and call id is a later call reusing the id: it
+# starts afresh; an open one means this very call was started before and must not run again
+_RESTART = (
+    "ON CONFLICT (conversation, call_id, run_id) DO UPDATE SET tool_name = excluded.tool_name, "
+    "arguments_key = excluded.arguments_key, arguments = excluded.arguments, "
+    "started_at = excluded.started_at, finished_at = NULL, failed = 0, stored_seq = NULL "
+    "WHERE tether_tool_effects.stored_seq IS NOT NULL"
+)
+
 P = ParamSpec("P")
 R = TypeVar("R")
 _Row = tuple[Any, ...]
@@ -213,11 +222,11 @@ class SQLiteStore:
             )
             new_version = version + len(encoded)
             closed = 0
-            if open_effects and facts.result_call_ids:  # results stored: close their ledger entries
+            if open_effects and facts.results:  # results stored: close their ledger entries
                 closed = conn.executemany(
-                    "UPDATE tether_tool_effects SET stored_seq = ? "
-                    "WHERE conversation = ? AND call_id = ? AND stored_seq IS NULL",
-                    [(new_version, pk, call_id) for call_id in facts.result_call_ids],
+                    "UPDATE tether_tool_effects SET stored_seq = ? WHERE conversation = ? "
+                    "AND call_id = ? AND stored_seq IS NULL AND (? IS NULL OR run_id = ?)",
+                    [(new_version, pk, call_id, run_id, run_id) for run_id, call_id in facts.results],
                 ).rowcount
             preview_key, preview = codec.seal_preview(
                 owner, conversation_id, facts.preview if no_preview else None
@@ -413,8 +422,8 @@ class SQLiteStore:
         def tx(conn: sqlite3.Connection) -> bool:
             pk = self._row(conn, owner, conversation_id)[0]
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO tether_tool_effects (conversation, call_id, run_id, tool_name, "
-                "arguments_key, arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO tether_tool_effects (conversation, call_id, run_id, tool_name, "
+                "arguments_key, arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?) " + _RESTART,
                 (pk, call_id, run_id, tool_name, key_id, sealed, self._clock()),
             )
             if cursor.rowcount != 1:

@@ -34,15 +34,15 @@ def reseal_batch(conn: sqlite3.Connection, codec: RowCodec, current: str, batch:
             (*codec.reseal_field(o, cid, "preview", 0, key_id, data), pk),
         )
     effects = conn.execute(
-        "SELECT e.conversation, c.owner, c.id, e.call_id, e.arguments_key, e.arguments "
+        "SELECT e.conversation, c.owner, c.id, e.call_id, e.run_id, e.arguments_key, e.arguments "
         "FROM tether_tool_effects e JOIN tether_conversations c ON c.pk = e.conversation "
         "WHERE e.arguments_key IS NULL OR e.arguments_key != ? LIMIT ?",
         (current, batch),
     ).fetchall()
-    for pk, o, cid, call_id, key_id, data in effects:
+    for pk, o, cid, call_id, run_id, key_id, data in effects:
         conn.execute(
             "UPDATE tether_tool_effects SET arguments_key = ?, arguments = ? "
-            "WHERE conversation = ? AND call_id = ?",
-            (*codec.reseal_field(o, cid, "tool", call_id, key_id, data), pk, call_id),
+            "WHERE conversation = ? AND call_id = ? AND run_id = ?",
+            (*codec.reseal_field(o, cid, "tool", call_id, key_id, data), pk, call_id, run_id),
         )
     return len(rows) + len(fields) + len(effects)
