@@ -180,7 +180,6 @@ async def test_external_tool_results_come_back_through_deferred() -> None:
 
 
 def test_short_secret_rejected() -> None:
-    from tether import UserError
 
     with pytest.raises(UserError, match="16 bytes"):
         Agent(Script().model, approval_secret="short")

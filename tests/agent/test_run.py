@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 
 import pytest
 
 from tether import (
     HistoryError,
+    Image,
     Message,
     ModelError,
     RunError,
@@ -15,15 +17,16 @@ from tether import (
     ToolCall,
     ToolResult,
     Usage,
+    UserError,
     assistant,
     system,
     tool,
     user,
 )
-from tether.agent import Agent, RunContext
+from tether.agent import Agent, MessagesView, RunContext
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models import ModelResponse
-from tether.models.testing import FunctionInfo, TestModel
+from tether.models.testing import FunctionInfo, FunctionModel, TestModel
 
 from .scripts import Script, calls
 
@@ -79,14 +82,12 @@ def test_run_sync_wraps_run() -> None:
 
 
 async def test_run_sync_inside_a_loop_is_refused() -> None:
-    from tether import UserError
 
     with pytest.raises(UserError, match="running event loop"):
         Agent(Script("x").model).run_sync("hi")
 
 
 async def test_prompt_as_parts() -> None:
-    from tether import Image
 
     script = Script("seen")
     img = Image(data=b"\x89PNG", media_type="image/png")
@@ -245,20 +246,27 @@ async def test_per_step_requests_get_a_growing_view_not_a_copy() -> None:
     def noop() -> str:
         return "ok"
 
-    lengths: list[int] = []
+    received: list[Sequence[Message]] = []
 
     def fn(messages: Sequence[Message], info: FunctionInfo) -> Message | str:
-        lengths.append(len(messages))
-        if len(lengths) < 4:
-            return assistant(ToolCall(f"c{len(lengths)}", "noop", "{}"))
+        received.append(messages)
+        if len(received) < 4:
+            return assistant(ToolCall(f"c{len(received)}", "noop", "{}"))
         return "end"
-
-    from tether.models.testing import FunctionModel
 
     history = [user("q"), assistant("a")] * 50
     result = await Agent(FunctionModel(fn), tools=[noop]).run("go", history=history)
-    assert lengths == [101, 103, 105, 107]
+    assert all(type(m) is MessagesView for m in received)
+    # each step's view kept the length it had when sent, while the run's list grew behind it
+    assert [len(m) for m in received] == [101, 103, 105, 107]
     assert len(result.messages) == 108
+    # one list shared by every view, holding the run's own message objects: nothing was copied
+    backing = [[o for o in gc.get_referents(m) if type(o) is list] for m in received]
+    assert all(len(lists) == 1 for lists in backing)
+    shared = backing[0][0]
+    assert all(lists[0] is shared for lists in backing)
+    assert len(shared) == 108
+    assert all(a is b for a, b in zip(shared, result.messages, strict=True))
 
 
 # -- stop reasons and model failures ----------------------------------------------------------
@@ -277,8 +285,6 @@ async def test_length_stop_without_calls_is_not_an_answer() -> None:
 async def test_model_exception_becomes_model_error_without_partial_on_first_request() -> None:
     def broken(messages: Sequence[Message], info: FunctionInfo) -> str:
         raise ConnectionError("network down")
-
-    from tether.models.testing import FunctionModel
 
     with pytest.raises(ModelError, match="network down") as info:
         await Agent(FunctionModel(broken)).run("hi")
@@ -320,7 +326,6 @@ async def test_test_model_calls_every_tool_then_answers() -> None:
 
 
 async def test_bad_input_is_a_typed_error_naming_where() -> None:
-    from tether import UserError
 
     agent = Agent(Script("x").model)
     with pytest.raises(UserError, match=r"history\[1\] is a str"):
@@ -396,7 +401,6 @@ async def test_duplicate_and_missing_call_ids_keep_the_history_paired() -> None:
     ],
 )
 async def test_bad_run_arguments_raise_typed_errors(kwargs: dict[str, object]) -> None:
-    from tether import UserError
 
     with pytest.raises(UserError):
         await Agent(Script("x").model).run("go", **kwargs)  # type: ignore[arg-type]

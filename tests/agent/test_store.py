@@ -33,13 +33,13 @@ from tether import (
     Text,
     ToolCall,
     ToolResult,
+    UserError,
     assistant,
     tool,
     user,
 )
 from tether.agent import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT, Agent, Tool, ToolCanceled
 from tether.agent._batch import run_jobs
-from tether.agent._run import ALREADY_STARTED_TEXT
 from tether.agent._store import ledger_closures
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models.testing import FunctionInfo, FunctionModel, TestModel
@@ -209,7 +209,6 @@ async def test_crash_after_start_is_closed_as_unknown_and_never_rerun(store: Sto
 
 
 async def test_store_needs_owner_and_no_history(store: Store) -> None:
-    from tether import UserError
 
     agent = Agent(Script().model)
     with pytest.raises(UserError, match="owner"):
@@ -371,7 +370,7 @@ async def test_a_later_run_reusing_a_call_id_runs_its_side_effect(store: Store) 
     (result,) = [r for m in second.new_messages for r in m.tool_results]
     assert result.call_id == next(r.call_id for m in first.new_messages for r in m.tool_results)
     assert (result.text, result.synthesized) == ("charged", False)
-    assert result.text != ALREADY_STARTED_TEXT
+    assert result.text != UNKNOWN_OUTCOME_TEXT
     stored = await store.load("o", "conv")
     assert stored.messages == second.messages
     assert check_history(stored.messages) == []
@@ -398,7 +397,7 @@ async def test_every_call_suppressed_by_the_ledger_ends_in_a_valid_history(store
     assert charged == []
     assert result.output == "done"
     (closing,) = [r for m in result.new_messages for r in m.tool_results]
-    assert (closing.call_id, closing.text, closing.synthesized) == ("c1", ALREADY_STARTED_TEXT, True)
+    assert (closing.call_id, closing.text, closing.synthesized) == ("c1", UNKNOWN_OUTCOME_TEXT, True)
     stored = await store.load("o", "conv")
     assert stored.messages == result.messages
     assert check_history(stored.messages) == []

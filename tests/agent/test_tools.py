@@ -13,7 +13,7 @@ import msgspec
 import pydantic
 import pytest
 
-from tether import Image, RunError, Text, ToolError, UserError
+from tether import Image, RunError, Text, ToolCall, ToolError, UserError
 from tether.agent import Agent, RunContext, Tool, function_tool
 from tether.history import check_history
 from tether.models.testing import TestModel, schema_example
@@ -175,7 +175,6 @@ def test_function_tool_decorator_forms() -> None:
 
 
 def _call(name: str, arguments: str) -> Any:
-    from tether import ToolCall
 
     return ToolCall("c", name, arguments)
 

@@ -1,6 +1,7 @@
 """Child processes for the multi-process SQLite tests (run as a script, never collected).
 
-_child.py crash  DB SEED          append batches to 3 conversations forever (until SIGKILL)
+_child.py crash  DB SEED          append batches to 3 conversations forever (until SIGKILL), printing
+                                  "ready" once open and each batch's tag once its append returned
 _child.py writer DB CID K N       append N messages "K:i" one by one with expected_version + retry
 """
 
@@ -18,7 +19,8 @@ CONVERSATIONS = ("c0", "c1", "c2")
 
 
 async def crash(path: str, seed: int) -> None:
-    """Each batch is ``size`` messages tagged ``B<seed>.<n>:<i>/<size>``; print once ready."""
+    """Each batch is ``size`` messages tagged ``B<seed>.<n>:<i>/<size>``; print "ready" once
+    open, then ``B<seed>.<n>`` after each committed batch."""
     rng = random.Random(seed)
     async with SQLiteStore(path) as store:
         for cid in CONVERSATIONS:
@@ -34,6 +36,7 @@ async def crash(path: str, seed: int) -> None:
                 for i in range(size)
             ]
             await store.append(OWNER, rng.choice(CONVERSATIONS), batch)
+            print(tag, flush=True)
 
 
 async def writer(path: str, cid: str, k: int, n: int) -> None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 import random
 import re
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -20,6 +23,7 @@ from tether.stores import SQLiteStore
 CHILD = Path(__file__).with_name("_child.py")
 OWNER = "owner"
 _TAG = re.compile(r"^(B\d+\.\d+):(\d+)/(\d+) ")
+_LINE_TIMEOUT = 60.0  # generous: a child prints a line every millisecond or so
 
 
 async def test_file_is_wal_and_calls_run_off_the_event_loop(tmp_path: Path) -> None:
@@ -52,9 +56,9 @@ async def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
     await store.close()
 
 
-def _check_batches(texts: list[str], where: str) -> int:
-    """Every message belongs to a complete batch, in order; returns the number of batches."""
-    batches = 0
+def _check_batches(texts: list[str], where: str) -> list[str]:
+    """Every message belongs to a complete batch, in order; returns the batches' tags."""
+    tags: list[str] = []
     i = 0
     while i < len(texts):
         head = _TAG.match(texts[i])
@@ -67,47 +71,80 @@ def _check_batches(texts: list[str], where: str) -> int:
             match = _TAG.match(text)
             assert match is not None, f"{where}: {text[:30]}"
             assert match.group(1, 2, 3) == (tag, str(j), str(size)), f"{where}: {text[:30]}"
-        batches += 1
+        tags.append(tag)
         i += size
-    return batches
+    return tags
 
 
-def test_sigkill_at_random_moments_leaves_whole_batches(tmp_path: Path) -> None:
+def _reader(stream: IO[str]) -> queue.Queue[str | None]:
+    """The stream's lines, read on a thread so the test can wait with a timeout; ``None`` at EOF."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line.strip())
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _next_line(lines: queue.Queue[str | None], seed: int) -> str:
+    try:
+        line = lines.get(timeout=_LINE_TIMEOUT)
+    except queue.Empty:
+        pytest.fail(f"child {seed} printed nothing for {_LINE_TIMEOUT} s")
+    assert line is not None, f"child {seed} exited before it was killed"
+    return line
+
+
+def test_sigkill_mid_write_leaves_whole_batches_and_every_committed_one(tmp_path: Path) -> None:
     db = tmp_path / "crash.db"
     rng = random.Random(1234)
     kills_while_writing = 0
+    committed: set[str] = set()  # batches a child reported as stored before it was killed
     for seed in range(14):
         child = subprocess.Popen(
             [sys.executable, str(CHILD), "crash", str(db), str(seed)], stdout=subprocess.PIPE, text=True
         )
         assert child.stdout is not None
-        if seed % 4 == 3:  # sometimes while it is still opening / migrating
-            time.sleep(rng.uniform(0.0, 0.15))
-        else:
-            assert child.stdout.readline().strip() == "ready"
-            kills_while_writing += 1
-            time.sleep(rng.uniform(0.02, 0.25))
-        child.send_signal(signal.SIGKILL)
-        assert child.wait(timeout=10) == -signal.SIGKILL
+        try:
+            if seed % 4 == 3:  # sometimes while it is still opening / migrating (no assertion on where)
+                time.sleep(rng.uniform(0.0, 0.15))
+            else:
+                # kill after a chosen number of committed batches: the child is then mid-loop
+                lines = _reader(child.stdout)
+                assert _next_line(lines, seed) == "ready"
+                for _ in range(rng.randint(60, 700)):
+                    tag = _next_line(lines, seed)
+                    assert tag.startswith(f"B{seed}."), tag
+                    committed.add(tag)
+                kills_while_writing += 1
+        finally:
+            child.send_signal(signal.SIGKILL)
+            returncode = child.wait(timeout=10)
+        assert returncode == -signal.SIGKILL
 
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     stored_rows = conn.execute("SELECT count(*) FROM tether_messages").fetchone()[0]
     conn.close()
 
-    async def verify() -> tuple[int, int]:
+    async def verify() -> tuple[int, set[str]]:
         async with SQLiteStore(db) as store:
-            total = batches = 0
+            total = 0
+            tags: set[str] = set()
             for cid in ("c0", "c1", "c2"):
                 loaded = await store.load(OWNER, cid)  # raises CorruptRecord on any bad row
-                batches += _check_batches([m.text for m in loaded.messages], cid)
+                tags.update(_check_batches([m.text for m in loaded.messages], cid))
                 total += loaded.version
-            return total, batches
+            return total, tags
 
-    total, batches = asyncio.run(verify())
+    total, stored = asyncio.run(verify())
     assert total == stored_rows  # no row beyond a conversation's committed version
-    assert kills_while_writing >= 9
-    assert batches >= kills_while_writing  # the children did write between kills
+    assert kills_while_writing == 11
+    assert len(committed) >= 11 * 60
+    assert committed <= stored  # an append that returned survives the kill
 
 
 def test_eight_writer_processes_lose_no_update(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from tether.agent._approvals import (
     ExternalResult,
     PendingCall,
 )
-from tether.agent._batch import CANCELED_WHILE_RUNNING_TEXT
+from tether.agent._batch import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT
 from tether.agent._context import MessagesView, RunContext
 from tether.agent._output import OUTPUT_TOOL
 from tether.agent._result import (
@@ -23,7 +23,6 @@ from tether.agent._result import (
     ToolCallStarted,
 )
 from tether.agent._run import STEP_LIMIT_TEXT
-from tether.agent._store import UNKNOWN_OUTCOME_TEXT
 from tether.agent._stream import RunStream
 from tether.agent._tools import Tool, ToolCanceled, function_tool
 

@@ -22,6 +22,7 @@ from ._tools import Tool, ToolCanceled, result_content
 
 __all__ = [
     "CANCELED_WHILE_RUNNING_TEXT",
+    "UNKNOWN_OUTCOME_TEXT",
     "BatchCanceled",
     "Job",
     "ToolRaised",
@@ -34,6 +35,14 @@ CANCELED_WHILE_RUNNING_TEXT = (
     "outcome unknown: the run was stopped while this tool was running; the tool may have run "
     "and its effects may have happened"
 )
+
+UNKNOWN_OUTCOME_TEXT = (
+    "outcome unknown: the run stopped after this tool started and before its result was stored; "
+    "the tool may have run. It was not run again."
+)
+"""Closes a side-effecting call whose ledger entry says it started and whose result was never
+stored: when a stored conversation is loaded, and when a run retried under the same run id
+reaches that call again. Either way the tool may have run and is not run again."""
 
 
 @dataclass(slots=True)

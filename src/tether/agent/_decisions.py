@@ -29,11 +29,6 @@ def resolve_decisions(
     it). Calls needing no decision are absent. Raises ``ApprovalError`` for a missing decision,
     a decision for a call that is not pending, or a token that is missing, forged or bound
     elsewhere (with an ``approval_secret``)."""
-    given_deferred = cast(object, deferred)
-    if not isinstance(given_deferred, DeferredResults):
-        raise ApprovalError(
-            f"deferred= must be a DeferredResults, not {type(given_deferred).__name__}", stage="approval"
-        )
     for field_name in ("approvals", "results"):
         mapping: object = getattr(deferred, field_name)
         if not isinstance(mapping, Mapping):

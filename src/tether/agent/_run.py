@@ -26,12 +26,12 @@ from tether.errors import (
     StoreError,
     ToolError,
 )
-from tether.history import normalize_history
+from tether.history import close_calls, normalize_history
 from tether.messages import Message, Part, Text, ToolCall, ToolResult, Usage, new_id
 from tether.models import ModelResponse, ReasoningDelta, TextDelta
 
 from ._approvals import Deferred, DeferredResults, PendingCall, approval_token
-from ._batch import BatchCanceled, Job, ToolRaised, canceled_result, run_jobs
+from ._batch import UNKNOWN_OUTCOME_TEXT, BatchCanceled, Job, ToolRaised, canceled_result, run_jobs
 from ._config import RunConfig, RunHooks
 from ._context import MessagesView, RunContext
 from ._decisions import resolve_decisions
@@ -57,11 +57,6 @@ TEXT_NOT_ACCEPTED = (
     f"{OUTPUT_TOOL} tool with arguments matching its schema."
 )
 _BAD_STOPS = frozenset({"length", "content_filter", "error"})
-
-ALREADY_STARTED_TEXT = (
-    "outcome unknown: this call was started before and its result was never stored; the tool "
-    "may have run, so it was not run again"
-)
 
 
 class Run:
@@ -96,7 +91,6 @@ class Run:
         self.requests = 0
         self.tool_executions = 0
         self.stage: RunStage = "history"
-        self.progress = False
         self.instructions: str | None = None
         self.repair: Any = None
         self._failures: dict[str, int] = {}
@@ -105,7 +99,7 @@ class Run:
     # -- evidence -------------------------------------------------------------------------------
     def partial(self) -> Partial | None:
         """Resumable evidence, or ``None`` when no model turn or tool execution completed."""
-        if not self.progress:
+        if self.requests == 0 and self.tool_executions == 0:
             return None
         return Partial(
             tuple(self.messages),
@@ -272,7 +266,6 @@ class Run:
             )
         self.requests += 1
         self.usage = self.usage + response.usage
-        self.progress = True
         return response
 
     async def _stream_request(self, view: MessagesView) -> ModelResponse:
@@ -393,27 +386,37 @@ class Run:
         return True
 
     def _step_limit(self, message: Message) -> None:
-        results = tuple(
-            ToolResult(c.id, c.name, (Text(STEP_LIMIT_TEXT),), failed=True, synthesized=True)
-            for c in message.tool_calls
-            if c.id
+        closing = close_calls(
+            message,
+            text=STEP_LIMIT_TEXT,
+            failed=True,
+            run_id=self.run_id,
+            conversation_id=self.conversation_id,
         )
-        self._add_results(message, results)
+        closed = 0
+        if closing is not None:
+            closed = len(closing.tool_results)
+            self._add_tool_message(message, closing)
         raise MaxStepsError(
             f"the step limit ({self.cfg.max_steps} model requests) was reached; the last turn's "
-            f"{len(results)} tool call(s) were not run",
+            f"{closed} tool call(s) were not run",
             stage="tools",
             partial=self.partial(),
         )
 
     def _add_results(self, message: Message, results: Sequence[ToolResult]) -> None:
-        if not results:
-            return
+        if results:
+            tools = Message("tool", tuple(results), run_id=self.run_id, conversation_id=self.conversation_id)
+            self._add_tool_message(message, tools)
+
+    def _add_tool_message(self, message: Message, results: Message) -> None:
+        """Add the tool message ``results`` answering calls of ``message``, emitting one
+        ``ToolCallFinished`` per result first when streaming."""
         if self.emit is not None:
             calls = {c.id: c for c in message.tool_calls}
-            for r in results:
+            for r in results.tool_results:
                 self.emit(ToolCallFinished(self.run_id, self.conversation_id, calls[r.call_id], r))
-        self.add(Message("tool", tuple(results), run_id=self.run_id, conversation_id=self.conversation_id))
+        self.add(results)
 
     def _deferral(self, calls: Sequence[ToolCall]) -> Deferred | None:
         tools = self.cfg.tools
@@ -510,7 +513,7 @@ class Run:
                         runnable.append(job)
                     else:
                         results[job.index] = ToolResult(
-                            job.call.id or "", job.call.name, (Text(ALREADY_STARTED_TEXT),), synthesized=True
+                            job.call.id or "", job.call.name, (Text(UNKNOWN_OUTCOME_TEXT),), synthesized=True
                         )
                 jobs = runnable
 
@@ -569,13 +572,11 @@ class Run:
                 results[i] = canceled_result(calls[i], by_index.get(i), None)
         self._add_results(message, [r for r in results if r is not None])
 
-    def _count_done(self, jobs: list[Job], results: list[ToolResult | None], *, keep: bool = True) -> None:
+    def _count_done(self, jobs: list[Job], results: list[ToolResult | None]) -> None:
         for job in jobs:
             if job.result is not None:
                 self.tool_executions += 1
-                self.progress = True
-                if keep:
-                    results[job.index] = job.result
+                results[job.index] = job.result
 
     async def _started_event(self, job: Job) -> None:
         assert self.emit is not None

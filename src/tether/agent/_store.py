@@ -17,19 +17,14 @@ from typing import TYPE_CHECKING
 from tether.errors import NotFound, Partial, RunError, StoreError
 from tether.messages import Message, Text, ToolCall, ToolResult
 
-from ._batch import interrupted
+from ._batch import UNKNOWN_OUTCOME_TEXT, interrupted
 from ._result import Result
 from ._run import Run
 
 if TYPE_CHECKING:
     from tether.stores import Store, ToolEffect
 
-__all__ = ["UNKNOWN_OUTCOME_TEXT", "StoreBinding", "ledger_closures", "tail_closure"]
-
-UNKNOWN_OUTCOME_TEXT = (
-    "outcome unknown: the run stopped after this tool started and before its result was stored; "
-    "the tool may have run. It was not run again."
-)
+__all__ = ["StoreBinding", "ledger_closures", "tail_closure"]
 
 
 def _effect_text(effect: ToolEffect) -> str:
