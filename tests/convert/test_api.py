@@ -145,6 +145,13 @@ def test_exports_are_fresh_data() -> None:
         ),
         ("openai_chat", {"messages": [{"role": "wizard"}]}, "$.messages[0].role"),
         ("anthropic", {"system": 7, "messages": []}, "$.system"),
+        ("anthropic", {"messages": [{"role": "user", "content": [7]}]}, "$.messages[0].content[0]"),
+        (
+            "gemini",
+            {"contents": [{"role": "model", "parts": [{"functionCall": {}}]}]},
+            "$.contents[0].parts[0].functionCall.name",
+        ),
+        ("gemini", {"contents": 3}, "$.contents"),
         (
             "pydantic_ai",
             [{"kind": "response", "parts": [{"part_kind": "tool-call"}]}],

@@ -278,7 +278,9 @@ def test_thoughts_are_google_reasoning_and_replay_only_to_google(provider_sample
     assert [(loss.message, loss.part, loss.what) for loss in report.losses] == [(1, 0, "reasoning")]
     old = profile_for("gemini-2.0-flash")
     encoded, report = encode_messages([response.message], profile=old)
-    assert [loss.what for loss in report.losses] == ["reasoning"]
+    # gemini-2.0 replays nothing ("never"): neither the thought nor the answer's signature
+    assert [loss.what for loss in report.losses] == ["reasoning", "signature"]
+    assert encoded[0]["parts"] == [{"text": answer.text}]
 
 
 def test_signatures_from_other_providers_are_not_sent() -> None:

@@ -3,6 +3,7 @@ types, per-message caching, and the round trip over generated well-formed histor
 
 from __future__ import annotations
 
+import dataclasses
 import mimetypes
 from urllib.parse import urlsplit
 
@@ -24,7 +25,7 @@ from tether import (
     tool,
     user,
 )
-from tether.models.wire.gemini import decode_messages, encode_messages, profile_for
+from tether.models.wire.gemini import FOREIGN_CALL_SIGNATURE, decode_messages, encode_messages, profile_for
 
 
 def test_tool_messages_and_the_next_prompt_share_one_user_turn() -> None:
@@ -73,6 +74,27 @@ def test_redacted_and_foreign_reasoning_are_dropped_and_reported() -> None:
         {"text": "answer"},
     ]
     assert [(loss.part, loss.what) for loss in report.losses] == [(1, "reasoning"), (2, "reasoning")]
+
+
+def test_signatures_follow_the_reasoning_replay_policy() -> None:
+    """Text and call signatures obey the one replay policy: none for a ``never`` profile, none
+    from another provider, and the placeholder stands in for a foreign first call."""
+    signed = (Text("t", signature="dGV4dA=="), ToolCall("c1", "f", "{}", signature="Y2FsbA=="))
+    google = assistant(*signed, provider="google", model="gemini-2.5-pro")
+    never = dataclasses.replace(profile_for("gemini-2.5-pro"), reasoning_replay="never")
+    encoded, report = encode_messages([google], profile=never)
+    assert all("thoughtSignature" not in part for part in encoded[0]["parts"])
+    assert [(loss.part, loss.what) for loss in report.losses] == [(0, "signature"), (1, "signature")]
+
+    same, report = encode_messages([google], profile=profile_for("gemini-2.5-flash"))
+    assert [part.get("thoughtSignature") for part in same[0]["parts"]] == ["dGV4dA==", "Y2FsbA=="]
+    assert report.lossless
+
+    foreign = assistant(*signed, provider="openai", model="gemini-2.5-pro")
+    encoded, report = encode_messages([foreign], profile=profile_for("gemini-2.5-pro"))
+    assert encoded[0]["parts"][0] == {"text": "t"}
+    assert encoded[0]["parts"][1]["thoughtSignature"] == FOREIGN_CALL_SIGNATURE
+    assert ("signature", "dropped") in [(loss.what, loss.kind) for loss in report.losses]
 
 
 def test_url_media_without_a_type_gets_a_guessed_one() -> None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import pytest
 
 from tether import Message, Reasoning, Text, ToolCall, assistant, user
+from tether.models import Profile
 from tether.models._compat import collect
 from tether.models.wire import anthropic as anthropic_wire
 from tether.models.wire import gemini as gemini_wire
 from tether.models.wire import openai_responses as responses_wire
 from tether.models.wire import replays_reasoning
-from tether.models.wire._common import in_family
+from tether.models.wire._common import best_profile, fallback_id, in_family
 
 
 @pytest.mark.parametrize(
@@ -131,3 +132,21 @@ def test_replays_reasoning_follows_the_declared_mode() -> None:
     assert not replays_reasoning(part, message, anthropic_wire.profile_for("claude-sonnet-4-5"))
     assert not replays_reasoning(part, message, anthropic_wire.profile_for("claude-3-opus-latest"))
     assert not replays_reasoning(part, message, gemini_wire.profile_for("gemini-2.5-pro"))
+
+
+def test_the_longest_family_prefix_picks_the_profile() -> None:
+    generic = Profile("p")
+    short, long, tie = Profile("p", family="m-1"), Profile("p", family="m-1.5"), Profile("q", family="m-1")
+    assert best_profile([short, long, tie], "m-1.5-pro", generic) is long
+    assert best_profile([short, tie, long], "m-1-mini", generic) is short  # the first of equals
+    assert best_profile([short, long], "other", generic) is generic
+    assert best_profile([generic, short], "other", Profile("d")) is generic  # "" matches every name
+
+
+def test_fallback_ids_are_deterministic_per_call() -> None:
+    first = fallback_id(0, "f", "{}", prefix="toolu_tether_")
+    assert first == fallback_id(0, "f", "{}", prefix="toolu_tether_")
+    assert first.startswith("toolu_tether_")
+    assert len(first) == len("toolu_tether_") + 24
+    assert fallback_id(1, "f", "{}") != fallback_id(0, "f", "{}")
+    assert fallback_id(0, "f", "{}").startswith("call_")

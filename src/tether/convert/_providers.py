@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import msgspec
 
-from tether.errors import DecodeError
 from tether.messages import Message, Text
 from tether.models.wire import ConversionReport
 from tether.models.wire import anthropic as anthropic_wire
 from tether.models.wire import gemini as gemini_wire
 from tether.models.wire import openai_chat as openai_chat_wire
 from tether.models.wire import openai_responses as openai_responses_wire
+from tether.models.wire._json import fail
 
 __all__ = [
     "from_anthropic",
@@ -35,7 +35,11 @@ __all__ = [
     "to_openai_responses",
 ]
 
-Decoder = Callable[[object], tuple[list[Message], ConversionReport]]
+
+class Decoder(Protocol):
+    """A wire module's ``decode_messages``: error paths start at ``path``."""
+
+    def __call__(self, items: object, /, *, path: str = "$") -> tuple[list[Message], ConversionReport]: ...
 
 
 def load_json(data: object) -> object:
@@ -44,7 +48,7 @@ def load_json(data: object) -> object:
         try:
             return msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
-            raise DecodeError(f"not valid JSON: {exc} at $", path="$") from None
+            raise fail(f"not valid JSON: {exc}", "$") from None
     return data
 
 
@@ -56,13 +60,8 @@ def _import(
         return decode(data)
     body = cast(Mapping[str, Any], data)
     if key not in body:
-        raise DecodeError(f"a request body needs {key!r} at $.{key}", path=f"$.{key}")
-    try:
-        messages, report = decode(body[key])
-    except DecodeError as exc:
-        path = exc.path or "$"
-        moved = f"$.{key}{path[1:]}"
-        raise DecodeError(str(exc).replace(f" at {path}", f" at {moved}"), path=moved) from None
+        raise fail(f"a request body needs {key!r}", f"$.{key}")
+    messages, report = decode(body[key], path=f"$.{key}")
     prompt = system(body)
     if prompt is not None:
         messages.insert(0, Message("system", (Text(prompt),)))
@@ -85,10 +84,10 @@ def _text_prompt(value: object, path: str) -> str | None:
         for i, block in enumerate(cast(list[Any], value)):
             text = cast(Mapping[str, Any], block).get("text") if isinstance(block, Mapping) else None
             if not isinstance(text, str):
-                raise DecodeError(f"system block needs a 'text' string at {path}[{i}]", path=f"{path}[{i}]")
+                raise fail("system block needs a 'text' string", f"{path}[{i}]")
             texts.append(text)
         return "\n\n".join(texts)
-    raise DecodeError(f"system prompt must be a string or a list of text blocks at {path}", path=path)
+    raise fail("system prompt must be a string or a list of text blocks", path)
 
 
 # -- OpenAI Chat Completions --------------------------------------------------------------------
@@ -109,10 +108,10 @@ def to_openai_chat(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], C
 # -- OpenAI Responses ---------------------------------------------------------------------------
 
 
-def _responses_input(data: object) -> tuple[list[Message], ConversionReport]:
+def _responses_input(data: object, *, path: str = "$") -> tuple[list[Message], ConversionReport]:
     if isinstance(data, str):  # `input` may be a bare string: one user message
         return [Message("user", (Text(data),))], ConversionReport()
-    return openai_responses_wire.decode_messages(data)
+    return openai_responses_wire.decode_messages(data, path=path)
 
 
 def from_openai_responses(data: object) -> tuple[list[Message], ConversionReport]:

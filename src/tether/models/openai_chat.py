@@ -21,7 +21,7 @@ from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
 from tether.models._driver import RequestReports, api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import ConversionReport, check_content
+from tether.models.wire._common import ConversionReport, best_profile, check_content
 from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
@@ -49,14 +49,8 @@ longest prefix (``""`` matches every model). Reasoning is never replayed on Chat
 def chat_profile(provider: str, model: str) -> Profile:
     """The declared profile for ``model`` at ``provider``; unknown providers get the generic
     OpenAI-compatible profile relabelled with their name."""
-    best: Profile | None = None
-    for profile in PROFILES:
-        matches = profile.provider == provider and model.startswith(profile.family)
-        if matches and (best is None or len(profile.family) > len(best.family)):
-            best = profile
-    if best is None:
-        return Profile(provider, images=True, image_urls=True)
-    return best
+    own = (profile for profile in PROFILES if profile.provider == provider)
+    return best_profile(own, model, Profile(provider, images=True, image_urls=True))
 
 
 def _tool_json(tool: ToolDefinition) -> dict[str, Any]:

@@ -8,7 +8,7 @@ Every request sends the whole conversation with ``store=false``; reasoning model
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
 from tether.models._sdk import require
@@ -17,7 +17,7 @@ require("openai", "openai", "the OpenAI Responses driver")
 
 import openai  # noqa: E402  (after the MissingExtra check above)
 
-from tether.errors import DecodeError, ModelError, UserError  # noqa: E402
+from tether.errors import ModelError, UserError  # noqa: E402
 from tether.messages import Message  # noqa: E402
 from tether.models._base import (  # noqa: E402
     ModelResponse,
@@ -26,7 +26,7 @@ from tether.models._base import (  # noqa: E402
     StreamEvent,
     ToolDefinition,
 )
-from tether.models._driver import RequestReports, http_error, request_failed  # noqa: E402
+from tether.models._driver import RequestReports, decode_body, sdk_error, stream_result  # noqa: E402
 from tether.models.wire._common import ConversionReport, check_content  # noqa: E402
 from tether.models.wire._json import given  # noqa: E402
 from tether.models.wire.openai_responses import (  # noqa: E402
@@ -152,16 +152,9 @@ class OpenAIResponsesModel:
             raw = await self._client.responses.with_raw_response.create(
                 stream=False, extra_body=body, timeout=_timeout(settings)
             )
-            payload: Any = json.loads(raw.text)
-        except openai.APIStatusError as exc:
-            raise http_error(exc, _PROVIDER_LABEL) from exc
         except openai.APIError as exc:
-            raise request_failed(exc, _PROVIDER_LABEL) from exc
-        except ValueError as exc:
-            raise ModelError(
-                f"{_PROVIDER_LABEL} returned a body that is not JSON: {exc}", stage="model"
-            ) from exc
-        return _finish(payload)
+            raise _error(exc) from exc
+        return decode_body(raw.content, _PROVIDER_LABEL, _decode)
 
     async def stream(
         self,
@@ -187,13 +180,11 @@ class OpenAIResponsesModel:
                         raise ModelError(f"{_PROVIDER_LABEL} stream error: {event}", stage="model")
                     for delta in accumulator.feed(event):
                         yield delta
-        except openai.APIStatusError as exc:
-            raise http_error(exc, _PROVIDER_LABEL) from exc
         except openai.APIError as exc:
-            raise ModelError(f"{_PROVIDER_LABEL} stream failed: {exc}", stage="model") from exc
-        if not accumulator.finished:
-            raise ModelError(f"{_PROVIDER_LABEL} stream ended before the response completed", stage="model")
-        yield _finish(accumulator.body())
+            raise _error(exc) from exc
+        yield _failed(
+            stream_result(accumulator, _PROVIDER_LABEL, end="the response completed"), accumulator.response
+        )
 
 
 def _timeout(settings: ModelSettings | None) -> float | openai.NotGiven:
@@ -217,12 +208,16 @@ def _sse_data(line: str) -> dict[str, Any] | None:
     return cast(dict[str, Any], value) if isinstance(value, dict) else None
 
 
-def _finish(payload: object) -> ModelResponse:
-    try:
-        response = decode_response(payload)
-    except DecodeError as exc:
-        raise ModelError(f"{_PROVIDER_LABEL} response does not decode: {exc}", stage="model") from exc
+def _error(exc: Exception) -> ModelError:
+    return sdk_error(exc, openai.APIStatusError, _PROVIDER_LABEL)
+
+
+def _decode(body: dict[str, Any]) -> ModelResponse:
+    return _failed(decode_response(body), body)
+
+
+def _failed(response: ModelResponse, body: Mapping[str, Any]) -> ModelResponse:
+    """``response``, unless the API said the response failed: then ``ModelError`` with its error."""
     if response.stop_reason == "error":
-        error: object = cast(dict[str, Any], payload).get("error")
-        raise ModelError(f"{_PROVIDER_LABEL} response failed: {error}", stage="model")
+        raise ModelError(f"{_PROVIDER_LABEL} response failed: {body.get('error')}", stage="model")
     return response

@@ -3,6 +3,7 @@ argument text, content checks and the reasoning replay policy. Pure functions, n
 
 from __future__ import annotations
 
+import hashlib
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,16 +16,27 @@ from tether.messages import Document, Image, Message, Reasoning, ToolCall, ToolR
 from tether.models._base import Profile
 
 __all__ = [
+    "SYNTHESIZED_RESULT",
+    "TRUNCATED_ARGUMENTS",
     "ConversionReport",
     "Loss",
     "LossRecord",
     "PerMessageCache",
+    "best_profile",
     "check_content",
+    "fallback_id",
     "in_family",
     "merged_turns",
+    "reasoning_refused",
+    "replays_from",
     "replays_reasoning",
     "wire_arguments",
 ]
+
+TRUNCATED_ARGUMENTS = "not a JSON object: sent as truncated_args"
+"""The reason recorded when a call's arguments go out wrapped by :func:`wire_arguments`."""
+SYNTHESIZED_RESULT = "synthesized results are sent as ordinary results"
+"""The reason recorded for a ``ToolResult.synthesized`` flag no wire format carries."""
 
 LossKind = Literal["dropped", "approximated"]
 LossRecord = tuple[int | None, LossKind, str, str]
@@ -164,6 +176,23 @@ def merged_turns(
     return out, report
 
 
+def best_profile(profiles: Iterable[Profile], model: str, default: Profile) -> Profile:
+    """The profile whose ``family`` is the longest prefix of ``model`` (the first of equally long
+    ones), or ``default`` when none matches."""
+    best: Profile | None = None
+    for profile in profiles:
+        if model.startswith(profile.family) and (best is None or len(profile.family) > len(best.family)):
+            best = profile
+    return default if best is None else best
+
+
+def fallback_id(*fields: object, prefix: str = "call_") -> str:
+    """A deterministic id for a tool call that came without one: ``prefix`` plus 24 hex digits of
+    the SHA-256 of ``fields`` (e.g. response id or position, name, arguments)."""
+    digest = hashlib.sha256("\x1f".join(str(f) for f in fields).encode()).hexdigest()
+    return f"{prefix}{digest[:24]}"
+
+
 def wire_arguments(call: ToolCall) -> str:
     """The argument text sent for a call: verbatim when it is a JSON object, otherwise the
     deterministic wrapper ``{"truncated_args": "<verbatim text>"}``."""
@@ -271,11 +300,20 @@ def replays_reasoning(part: Reasoning, message: Message, profile: Profile) -> bo
     ``never``: no reasoning is replayed. Reasoning that is not replayed is dropped and reported
     by the caller (policy in docs/adr/0005-wire-mapping.md).
     """
-    if profile.reasoning_replay == "never":
-        return False
-    source = part.provider or message.provider
-    if source != profile.provider:
+    return replays_from(part.provider or message.provider, message, profile)
+
+
+def replays_from(owner: str | None, message: Message, profile: Profile) -> bool:
+    """The policy of :func:`replays_reasoning` for any signed content: whether a signature made by
+    provider ``owner`` (``None``: unknown) in ``message`` may be sent to a model with ``profile``
+    (Gemini's signatures on text and tool calls, whose owner is the message's provider)."""
+    if profile.reasoning_replay == "never" or owner != profile.provider:
         return False
     if profile.reasoning_replay == "same-family":
         return in_family(message.model, profile.family)
     return True
+
+
+def reasoning_refused(part: Reasoning, profile: Profile) -> str:
+    """The loss reason for reasoning :func:`replays_reasoning` keeps from ``profile``."""
+    return f"{profile.provider}/{profile.family or '*'} does not take reasoning from {part.provider}"

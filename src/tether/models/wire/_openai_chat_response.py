@@ -4,14 +4,14 @@ streams → :class:`~tether.models.ModelResponse`. Re-exported by :mod:`tether.m
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
 from tether.errors import DecodeError
 from tether.messages import Message, Part, Reasoning, Text, ToolCall, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
-from tether.models.wire._json import obj, opt_str, seq, string
+from tether.models.wire._common import fallback_id
+from tether.models.wire._json import obj, opt_obj, opt_str, seq, string
 
 __all__ = [
     "JSON",
@@ -19,7 +19,6 @@ __all__ = [
     "decode_call",
     "decode_response",
     "decode_usage",
-    "fallback_id",
     "normalize_stop_reason",
 ]
 
@@ -38,17 +37,8 @@ _STOP_REASONS: Final = {
 }
 
 
-def _dict(value: object) -> JSON | None:
-    return value if isinstance(value, dict) else None  # pyright: ignore[reportUnknownVariableType]
-
-
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def fallback_id(*fields: object) -> str:
-    digest = hashlib.sha256("\x1f".join(str(f) for f in fields).encode()).hexdigest()
-    return f"call_{digest[:24]}"
 
 
 def decode_call(raw: object, path: str) -> ToolCall:
@@ -75,11 +65,11 @@ def decode_usage(raw: object) -> Usage:
     """``usage`` → :class:`~tether.Usage`: prompt tokens (cached included) are input tokens,
     ``prompt_tokens_details.cached_tokens`` cache reads, ``completion_tokens_details.reasoning_tokens``
     reasoning tokens (already counted in output)."""
-    usage = _dict(raw)
-    if usage is None:
+    usage = opt_obj(raw)
+    if not usage:
         return Usage()
-    cached = (_dict(usage.get("prompt_tokens_details")) or {}).get("cached_tokens")
-    reasoning = (_dict(usage.get("completion_tokens_details")) or {}).get("reasoning_tokens")
+    cached = opt_obj(usage.get("prompt_tokens_details")).get("cached_tokens")
+    reasoning = opt_obj(usage.get("completion_tokens_details")).get("reasoning_tokens")
     return Usage(
         input_tokens=usage.get("prompt_tokens") or 0,
         output_tokens=usage.get("completion_tokens") or 0,
@@ -99,7 +89,7 @@ def _split_think(content: str) -> tuple[str, str] | None:
 
 
 def _google_signature(holder: Mapping[str, Any]) -> str | None:
-    google = _dict((_dict(holder.get("extra_content")) or {}).get("google")) or {}
+    google = opt_obj(opt_obj(holder.get("extra_content")).get("google"))
     return _str(google.get("thought_signature"))
 
 
@@ -129,7 +119,7 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
     if isinstance(content, list):
         items: list[Any] = content  # pyright: ignore[reportUnknownVariableType]
         for raw in items:
-            text = _str((_dict(raw) or {}).get("text"))
+            text = _str(opt_obj(raw).get("text"))
             if text is not None:
                 parts.append(Text(text))
     elif isinstance(content, str) and content:
@@ -214,17 +204,15 @@ class StreamAccumulator:
             self._usage = chunk["usage"]
         choices: list[Any] = chunk.get("choices") or []
         for raw_choice in choices:
-            choice = _dict(raw_choice)
-            if choice is None or choice.get("index", 0) != 0:
+            choice = opt_obj(raw_choice)
+            if not choice or choice.get("index", 0) != 0:
                 continue
             if choice.get("finish_reason") is not None:
                 self._finish = choice["finish_reason"]
-            delta = _dict(choice.get("delta"))
-            if delta is not None:
-                self._absorb(delta, events)
+            self._absorb(opt_obj(choice.get("delta")), events)
         return events
 
-    def _absorb(self, delta: JSON, events: list[StreamEvent]) -> None:
+    def _absorb(self, delta: Mapping[str, Any], events: list[StreamEvent]) -> None:
         if delta.get("extra_content") is not None:
             self._extra = delta["extra_content"]
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -251,7 +239,7 @@ class StreamAccumulator:
         state = self._calls.get(index)
         if state is None:
             state = self._calls[index] = _CallState()
-        function = _dict(raw.get("function")) or {}
+        function = opt_obj(raw.get("function"))
         new_id = _str(raw.get("id")) or None
         new_name = _str(function.get("name"))
         arguments = _str(function.get("arguments")) or ""

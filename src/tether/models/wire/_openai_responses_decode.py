@@ -214,13 +214,14 @@ def _parse_data_url(url: str, path: str) -> tuple[str, bytes]:
     return media_type, b64decode(payload, path)
 
 
-def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
+def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], ConversionReport]:
     """Responses ``input`` items → messages. Malformed input raises ``DecodeError`` with a JSON
-    path such as ``$[3].content[1].image_url``."""
+    path such as ``$[3].content[1].image_url``, starting at ``path`` (where ``items`` sits in a
+    larger document, e.g. ``$.input``)."""
     report = ConversionReport()
     importer = _Importer(report, native=False)
-    for ii, raw in enumerate(seq(items, "$")):
-        importer.item(raw, ii, f"$[{ii}]")
+    for ii, raw in enumerate(seq(items, path)):
+        importer.item(raw, ii, f"{path}[{ii}]")
     importer.flush()
     return importer.messages, report
 

@@ -44,10 +44,15 @@ from tether.messages import (
 )
 from tether.models._base import ModelResponse, Profile, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from tether.models.wire._common import (
+    SYNTHESIZED_RESULT,
+    TRUNCATED_ARGUMENTS,
     ConversionReport,
     LossRecord,
     PerMessageCache,
+    best_profile,
+    fallback_id,
     merged_turns,
+    reasoning_refused,
     replays_reasoning,
     wire_arguments,
 )
@@ -136,10 +141,7 @@ _caches: PerMessageCache[_Encoded] = PerMessageCache()
 
 def profile_for(model: str) -> Profile:
     """The capability profile of an Anthropic model name (longest family prefix wins)."""
-    best = _BASE
-    for profile in PROFILES:
-        if model.startswith(profile.family) and len(profile.family) > len(best.family):
-            best = profile
+    best = best_profile(PROFILES, model, _BASE)
     if best is _BASE and (family := _FAMILY.match(model)) is not None:
         return dataclasses.replace(_BASE, family=family[0])
     return best
@@ -205,8 +207,7 @@ def _encode_reasoning(
     pi: int, part: Reasoning, message: Message, profile: Profile, losses: list[LossRecord]
 ) -> JSON | None:
     if not replays_reasoning(part, message, profile):
-        reason = f"{profile.provider}/{profile.family or '*'} does not take reasoning from {part.provider}"
-        losses.append((pi, "dropped", "reasoning", reason))
+        losses.append((pi, "dropped", "reasoning", reasoning_refused(part, profile)))
         return None
     if part.signature is None:
         losses.append((pi, "dropped", "reasoning", "unsigned thinking is rejected by Anthropic"))
@@ -227,17 +228,14 @@ def wire_id(call_id: str) -> str:
 
 def _encode_call(pi: int, call: ToolCall, losses: list[LossRecord]) -> JSON:
     if call.id is None:
-        digest = hashlib.sha256(f"{call.name}\x00{call.arguments}\x00{pi}".encode()).hexdigest()[:16]
-        call_id = f"toolu_tether_{digest}"
+        call_id = fallback_id(pi, call.name, call.arguments, prefix="toolu_tether_")
         losses.append((pi, "approximated", "tool call id", "missing; a deterministic id was made"))
     else:
         call_id = wire_id(call.id)
         if call_id != call.id:
             losses.append((pi, "approximated", "tool call id", "rewritten to Anthropic's id alphabet"))
     if call.truncated:
-        losses.append(
-            (pi, "approximated", "tool call arguments", "not a JSON object: sent as truncated_args")
-        )
+        losses.append((pi, "approximated", "tool call arguments", TRUNCATED_ARGUMENTS))
     if call.signature is not None:
         losses.append((pi, "dropped", "tool call signature", "Anthropic tool_use carries no signature"))
     return {
@@ -262,9 +260,7 @@ def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSO
         block["content"] = [item for item in items if item is not None]
     block["is_error"] = result.failed
     if result.synthesized:
-        losses.append(
-            (pi, "approximated", "synthesized flag", "synthesized results are sent as ordinary results")
-        )
+        losses.append((pi, "approximated", "synthesized flag", SYNTHESIZED_RESULT))
     return block
 
 
@@ -374,19 +370,21 @@ def _decode_assistant_block(block: Mapping[str, Any], kind: str, path: str) -> P
     return None
 
 
-def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
+def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], ConversionReport]:
     """An Anthropic ``messages`` list (a transcript) → tether messages.
 
     A user turn holding ``tool_result`` blocks becomes a tool message (results) followed by a user
     message with the other blocks; the tool name of a result comes from its ``tool_use``. Blocks
     with no tether equivalent (server tools, citations, compaction) are dropped and reported.
-    Malformed input raises :class:`~tether.DecodeError` with a JSON path.
+    Malformed input raises :class:`~tether.DecodeError` with a JSON path, starting at ``path``
+    (where ``items`` sits in a larger document, e.g. ``$.messages``).
     """
     report = ConversionReport()
     out: list[Message] = []
     names: dict[str, str] = {}
-    for mi, raw in enumerate(seq(items, "$")):
-        path = f"$[{mi}]"
+    root = path
+    for mi, raw in enumerate(seq(items, root)):
+        path = f"{root}[{mi}]"
         entry = obj(raw, path)
         role = string(entry, "role", path)
         if role not in ("user", "assistant", "system"):

@@ -14,9 +14,10 @@ Mapping (docs/adr/0006-anthropic-gemini-wire.md):
   id are paired with the earliest unanswered call of the same name.
 * ``Image`` / ``Document`` ↔ ``inlineData`` (base64) or ``fileData`` (``fileUri``).
 * Signatures travel as the base64 text they arrived in; the SDK decodes either alphabet to the
-  same bytes. Signatures are only sent back to Google (the message's provider is ``google`` or
-  unknown) and, for ``same-family`` profiles, to the family that made them; reasoning follows
-  :func:`~tether.models.wire.replays_reasoning`.
+  same bytes. Signatures go back under the policy reasoning follows
+  (:func:`~tether.models.wire.replays_reasoning`): only to Google (a text or call signature whose
+  message names no provider is taken as Google's), for ``same-family`` profiles only to the family
+  that made them, and never for a ``never`` profile.
 
 Encoding is cached per message and profile (O(new messages) per step); returned dicts are shared
 with that cache: treat them as read-only.
@@ -48,11 +49,15 @@ from tether.messages import (
 )
 from tether.models._base import ModelResponse, Profile, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from tether.models.wire._common import (
+    SYNTHESIZED_RESULT,
+    TRUNCATED_ARGUMENTS,
     ConversionReport,
     LossRecord,
     PerMessageCache,
-    in_family,
+    best_profile,
     merged_turns,
+    reasoning_refused,
+    replays_from,
     replays_reasoning,
     wire_arguments,
 )
@@ -114,6 +119,7 @@ _STOP_REASONS: Final = {
 }
 _json_object = msgspec.json.Decoder(dict[str, Any])
 _URLSAFE: Final = str.maketrans("-_", "+/")
+_UNSIGNED: Final = "the profile does not take signatures from this message's provider or family"
 
 _Encoded = tuple[str, tuple[JSON, ...], tuple[LossRecord, ...]]  # (role, parts, losses)
 _caches: PerMessageCache[_Encoded] = PerMessageCache()
@@ -122,10 +128,7 @@ _caches: PerMessageCache[_Encoded] = PerMessageCache()
 def profile_for(model: str) -> Profile:
     """The capability profile of a Gemini model name (longest family prefix wins)."""
     name = model.removeprefix("models/")
-    best = _BASE
-    for profile in PROFILES:
-        if name.startswith(profile.family) and len(profile.family) > len(best.family):
-            best = profile
+    best = best_profile(PROFILES, name, _BASE)
     if best is _BASE and (family := _FAMILY.match(name)) is not None:
         return dataclasses.replace(_BASE, family=family[0])
     return best
@@ -154,9 +157,10 @@ def _encode_message(message: Message, profile: Profile) -> _Encoded:
     if message.role == "tool":
         parts = tuple(_encode_result(pi, r, losses) for pi, r in enumerate(message.tool_results))
         return "user", parts, tuple(losses)
-    signed = (message.provider or PROVIDER) == PROVIDER and (
-        profile.reasoning_replay != "same-family" or in_family(message.model, profile.family)
-    )
+    # Text and call signatures exist only in Gemini's format (and Gemini through OpenAI-compatible
+    # servers), so one whose message names no provider (an imported transcript) is taken as
+    # Google's; the replay policy is the one reasoning follows, ``never`` included.
+    signed = replays_from(message.provider or PROVIDER, message, profile)
     out: list[JSON] = []
     placeholder = not signed and profile.reasoning_replay != "never"
     for pi, part in enumerate(message.parts):
@@ -180,9 +184,7 @@ def _sign(pi: int, entry: JSON, signature: str | None, signed: bool, losses: lis
         if signed:
             entry["thoughtSignature"] = signature
         else:
-            losses.append(
-                (pi, "dropped", "signature", "signatures from other providers or families are not sent")
-            )
+            losses.append((pi, "dropped", "signature", _UNSIGNED))
     return entry
 
 
@@ -193,15 +195,13 @@ def _encode_part(
         return _sign(pi, {"text": part.text}, part.signature, signed, losses)
     if type(part) is Reasoning:
         if not replays_reasoning(part, message, profile):
-            reason = (
-                f"{profile.provider}/{profile.family or '*'} does not take reasoning from {part.provider}"
-            )
-            losses.append((pi, "dropped", "reasoning", reason))
+            losses.append((pi, "dropped", "reasoning", reasoning_refused(part, profile)))
             return None
         if part.redacted:
             losses.append((pi, "dropped", "reasoning", "Gemini has no redacted thoughts"))
             return None
-        return _sign(pi, {"text": part.text, "thought": True}, part.signature, signed, losses)
+        # replays_reasoning passed: the thought's own signature goes with it
+        return _sign(pi, {"text": part.text, "thought": True}, part.signature, True, losses)
     if type(part) is ToolCall:
         call: JSON = {"name": part.name, "args": _json_object.decode(wire_arguments(part))}
         if part.id is not None:
@@ -209,7 +209,7 @@ def _encode_part(
         else:
             losses.append((pi, "approximated", "tool call id", "none: an import gives it a positional id"))
         if part.truncated:
-            losses.append((pi, "approximated", "tool call arguments", "not a JSON object: truncated_args"))
+            losses.append((pi, "approximated", "tool call arguments", TRUNCATED_ARGUMENTS))
         return _sign(pi, {"functionCall": call}, part.signature, signed, losses)
     if type(part) is Image or type(part) is Document:
         return _encode_media(pi, part, losses)
@@ -244,9 +244,7 @@ def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSO
             kind = type(item).__name__.lower()
             losses.append((pi, "dropped", f"{kind} in tool result", "Gemini function responses take JSON"))
     if result.synthesized:
-        losses.append(
-            (pi, "approximated", "synthesized flag", "synthesized results are sent as ordinary results")
-        )
+        losses.append((pi, "approximated", "synthesized flag", SYNTHESIZED_RESULT))
     text = result.text
     response: JSON
     if result.failed:
@@ -352,19 +350,21 @@ def _decode_part(
     return None
 
 
-def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
+def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], ConversionReport]:
     """A Gemini ``contents`` list (a transcript) → tether messages.
 
     ``functionResponse`` parts become a tool message ahead of the turn's other parts. Calls
     without ids get ``gemini-call-<content>-<part>``; responses without ids pair with the earliest
     unanswered call of the same name. Malformed input raises :class:`~tether.DecodeError` with a
-    JSON path such as ``$[3].parts[0].functionCall.name``.
+    JSON path such as ``$[3].parts[0].functionCall.name``, starting at ``path`` (where ``items``
+    sits in a larger document, e.g. ``$.contents``).
     """
     report = ConversionReport()
     out: list[Message] = []
     pending: list[ToolCall] = []
-    for mi, raw in enumerate(seq(items, "$")):
-        path = f"$[{mi}]"
+    root = path
+    for mi, raw in enumerate(seq(items, root)):
+        path = f"{root}[{mi}]"
         entry = obj(raw, path)
         role = entry.get("role", "user")
         if role not in ("user", "model", "function"):

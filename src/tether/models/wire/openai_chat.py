@@ -33,9 +33,12 @@ from tether.messages import (
 )
 from tether.models._base import Profile, StreamEvent
 from tether.models.wire._common import (
+    SYNTHESIZED_RESULT,
+    TRUNCATED_ARGUMENTS,
     ConversionReport,
     LossRecord,
     PerMessageCache,
+    fallback_id,
     replays_reasoning,
     wire_arguments,
 )
@@ -46,7 +49,6 @@ from tether.models.wire._openai_chat_response import (
     decode_call,
     decode_response,
     decode_usage,
-    fallback_id,
     normalize_stop_reason,
 )
 
@@ -216,9 +218,7 @@ def _encode_call(pi: int, call: ToolCall, losses: list[LossRecord]) -> JSON:
         losses.append((pi, "approximated", "tool call id", f"missing id sent as {call_id}"))
     arguments = wire_arguments(call)
     if arguments is not call.arguments:
-        losses.append(
-            (pi, "approximated", "tool call arguments", "not a JSON object: sent as truncated_args")
-        )
+        losses.append((pi, "approximated", "tool call arguments", TRUNCATED_ARGUMENTS))
     if call.signature is not None:
         losses.append((pi, "dropped", "tool call signature", "OpenAI Chat has no field for signatures"))
     if call.provider_id is not None:
@@ -243,9 +243,7 @@ def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSO
     if result.failed:
         losses.append((pi, "approximated", "failed flag", "OpenAI Chat tool messages carry no error flag"))
     if result.synthesized:
-        losses.append(
-            (pi, "approximated", "synthesized flag", "synthesized results are sent as ordinary results")
-        )
+        losses.append((pi, "approximated", "synthesized flag", SYNTHESIZED_RESULT))
     content: str | list[JSON] = (
         texts[0] if len(texts) == 1 else "" if not texts else [{"type": "text", "text": t} for t in texts]
     )
@@ -316,19 +314,22 @@ _KNOWN_KEYS = frozenset(
 )
 
 
-def decode_messages(items: object) -> tuple[list[Message], ConversionReport]:
+def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], ConversionReport]:
     """A Chat Completions ``messages`` list → tether messages, plus what could not be carried.
 
     ``developer`` entries become system messages; consecutive ``tool`` entries become one tether
     tool message (the names come from the matching calls). Malformed input raises
-    :class:`~tether.DecodeError` whose ``path`` points at the element (``$[3].tool_calls[0].function``).
+    :class:`~tether.DecodeError` whose ``path`` points at the element
+    (``$[3].tool_calls[0].function``), starting at ``path`` (where ``items`` sits in a larger
+    document, e.g. ``$.messages``).
     """
-    entries = seq(items, "$")
+    root = path
+    entries = seq(items, root)
     out: list[Message] = []
     report = ConversionReport()
     names: dict[str, str] = {}
     for i, raw in enumerate(entries):
-        path = f"$[{i}]"
+        path = f"{root}[{i}]"
         entry = obj(raw, path)
         role = entry.get("role")
         mi = len(out)

@@ -33,6 +33,8 @@ from tether.models._base import (
     ToolDefinition,
 )
 from tether.models.wire._common import (
+    SYNTHESIZED_RESULT,
+    TRUNCATED_ARGUMENTS,
     ConversionReport,
     LossRecord,
     PerMessageCache,
@@ -219,7 +221,7 @@ def _encode_call(
     item: Item = {"type": "function_call", "call_id": part.id, "name": part.name}
     item["arguments"] = wire_arguments(part)
     if part.truncated:
-        report.approximate(mi, pi, "tool call arguments", 'not a JSON object; sent as {"truncated_args": …}')
+        report.approximate(mi, pi, "tool call arguments", TRUNCATED_ARGUMENTS)
     if part.provider_id is not None:
         if not part.provider_id.startswith("fc"):
             report.drop(mi, pi, "tool call provider id", "not an OpenAI Responses function_call id")
@@ -248,7 +250,7 @@ def _encode_tool(message: Message, mi: int, items: list[Item], report: Conversio
         if part.failed:
             report.approximate(mi, pi, "failed flag", "sent as an ordinary result (no error field)")
         if part.synthesized:
-            report.approximate(mi, pi, "synthesized flag", "sent as an ordinary result")
+            report.approximate(mi, pi, "synthesized flag", SYNTHESIZED_RESULT)
         items.append({"type": "function_call_output", "call_id": part.call_id, "output": output})
 
 
