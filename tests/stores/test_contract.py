@@ -118,6 +118,29 @@ async def test_listing_is_newest_first_with_summary(open_store: OpenStore) -> No
     assert info.preview == "x" * 200
 
 
+async def test_empty_or_conflicting_append_leaves_the_listing_alone(open_store: OpenStore) -> None:
+    clock = Clock()
+    store = open_store(clock=clock)
+    cid = await store.create(ALICE)
+    await store.append(ALICE, cid, [user("first words"), assistant("hello", model="m-1")])
+    before = await store.info(ALICE, cid)
+    clock.advance(60)
+    assert await store.append(ALICE, cid, [], expected_version=2) == 2
+    with pytest.raises(ConflictError):
+        await store.append(ALICE, cid, [user("late"), assistant("x", model="m-2")], expected_version=1)
+    after = await store.info(ALICE, cid)
+    assert (after.updated_at, after.last_model, after.preview, after.version) == (
+        before.updated_at,
+        "m-1",
+        "first words",
+        2,
+    )
+    clock.advance(60)
+    await store.append(ALICE, cid, [user("second words")], expected_version=2)
+    moved = await store.info(ALICE, cid)
+    assert (moved.updated_at, moved.preview) == (before.updated_at + timedelta(seconds=120), "first words")
+
+
 async def test_fork_copies_a_prefix_and_leaves_the_original(store: Store) -> None:
     cid = await store.create(ALICE)
     messages = conversation(10)

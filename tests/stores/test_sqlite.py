@@ -17,7 +17,7 @@ from typing import IO
 
 import pytest
 
-from tether import StoreError, user
+from tether import NotFound, StoreError, user
 from tether.stores import SQLiteStore
 
 CHILD = Path(__file__).with_name("_child.py")
@@ -47,6 +47,25 @@ async def test_file_is_wal_and_calls_run_off_the_event_loop(tmp_path: Path) -> N
     conn.close()
     with pytest.raises(StoreError, match="closed"):
         await store.load(OWNER, cid)
+
+
+async def test_a_cancelled_call_still_finishes_and_the_store_keeps_working(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "t.db") as store:
+        cid = await store.create(OWNER)
+        batch = [user("x" * 100_000) for _ in range(20)]
+        pending = asyncio.ensure_future(store.append(OWNER, cid, batch))
+        await asyncio.sleep(0)  # the append runs up to its hand-over to the store's thread
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        # a handed-over call is not withdrawn: calls run in order, the batch committed whole
+        loaded = await store.load(OWNER, cid)
+        assert loaded.version == 20
+        assert loaded.messages == tuple(batch)
+        version = await store.append(OWNER, cid, [user("after")], expected_version=loaded.version)
+        assert version == loaded.version + 1
+        with pytest.raises(NotFound):
+            await store.append("intruder", cid, [user("x")], expected_version=version)
 
 
 async def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:

@@ -7,13 +7,11 @@ lock (``busy_timeout``) instead of failing half way; each batch commits atomical
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, Literal, ParamSpec, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from tether.errors import StoreError, TetherError, UserError
 from tether.messages import Message
@@ -27,7 +25,6 @@ from tether.stores._common import (
     check_limit,
     check_load,
     check_tool_call,
-    check_version,
     conflict,
     fork_point,
     id_or_new,
@@ -45,6 +42,7 @@ from tether.stores._crypto import Keyring
 from tether.stores._migrations import SQLITE
 from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
 from tether.stores._sqlite_rotate import reseal_batch
+from tether.stores._worker import Worker
 
 __all__ = ["SQLiteStore"]
 
@@ -57,8 +55,8 @@ _RESTART = (
     "WHERE tether_tool_effects.stored_seq IS NOT NULL"
 )
 
-P = ParamSpec("P")
 R = TypeVar("R")
+_Tx = Callable[[sqlite3.Connection], R]
 _Row = tuple[Any, ...]
 _SPAN = 1 << 32  # message row id = conversation pk * _SPAN + seq (see _migrations)
 
@@ -94,26 +92,26 @@ class SQLiteStore:
         self._mmap_size = mmap_size
         self._clock = clock
         self._conn: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-sqlite")
+        self._worker = Worker("tether-sqlite")
         self._closed = False
 
     # -- plumbing ---------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
-        await self._run(self._connection)
+        await self._run(self._read, _nothing)  # connects (and migrates) now
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    async def _run(self, fn: Callable[[_Tx[R]], R], tx: _Tx[R]) -> R:
+        """``fn(tx)`` (``_write`` or ``_read``) on the store's thread, SQLite errors as ``StoreError``."""
         if self._closed:
             raise StoreError(f"SQLiteStore {self.path!r} is closed")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: self._guard(fn, *args, **kwargs))
+        return await self._worker.call(self._guard, fn, tx)
 
-    def _guard(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    def _guard(self, fn: Callable[[_Tx[R]], R], tx: _Tx[R]) -> R:
         try:
-            return fn(*args, **kwargs)
+            return fn(tx)
         except TetherError:
             raise
         except sqlite3.Error as exc:
@@ -121,6 +119,10 @@ class SQLiteStore:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
+            if sqlite3.sqlite_version_info < (3, 35):  # UPDATE ... RETURNING
+                raise StoreError(
+                    f"SQLiteStore needs SQLite >= 3.35, this Python has {sqlite3.sqlite_version}"
+                )
             conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
@@ -203,41 +205,53 @@ class SQLiteStore:
         encoded = RowCodec.encode(messages)
         codec = self._codec
 
+        n = len(encoded)
+        clock = self._clock
+
         def tx(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
-                "SELECT pk, version, preview IS NULL, open_effects FROM tether_conversations "
-                "WHERE owner = ? AND id = ?",
-                (owner, conversation_id),
-            ).fetchone()
-            if row is None:
-                raise not_found(conversation_id)
-            pk, version, no_preview, open_effects = row
-            check_version(conversation_id, expected_version, version)
-            if not encoded:
-                return version
-            rows = codec.seal(owner, conversation_id, version + 1, encoded)
-            conn.executemany(
-                "INSERT INTO tether_messages (id, conversation, seq, key_id, data) VALUES (?, ?, ?, ?, ?)",
-                _message_rows(pk, rows),
-            )
-            new_version = version + len(encoded)
-            closed = 0
+            # one statement checks the owner and expected_version and bumps the version (the row is
+            # write-locked from here to COMMIT); nothing matched: missing, foreign or a conflict
+            found = conn.execute(
+                _BUMP, (n, clock(), facts.last_model, owner, conversation_id, expected_version)
+            ).fetchall()  # exhausted: the statement is reset before COMMIT
+            if not found:
+                raise _missing_or_conflict(conn, owner, conversation_id, expected_version)
+            pk, new_version, no_preview, open_effects = found[0]
+            if not n:
+                return new_version
+            first = new_version - n + 1
+            if new_version >= _SPAN:
+                raise StoreError(f"a conversation holds at most {_SPAN - 1} messages")
+            base = pk * _SPAN
+            if codec.keyring is None:  # plaintext: the encoded JSON goes in as it is
+                conn.executemany(
+                    _INSERT, [(base + first + i, pk, first + i, None, data) for i, data in enumerate(encoded)]
+                )
+            else:
+                conn.executemany(
+                    _INSERT,
+                    [
+                        (base + seq, pk, seq, key, data)
+                        for seq, key, data in codec.seal(owner, conversation_id, first, encoded)
+                    ],
+                )
             if open_effects and facts.results:  # results stored: close their ledger entries
                 closed = conn.executemany(
                     "UPDATE tether_tool_effects SET stored_seq = ? WHERE conversation = ? "
                     "AND call_id = ? AND stored_seq IS NULL AND (? IS NULL OR run_id = ?)",
                     [(new_version, pk, call_id, run_id, run_id) for run_id, call_id in facts.results],
                 ).rowcount
-            preview_key, preview = codec.seal_preview(
-                owner, conversation_id, facts.preview if no_preview else None
-            )
-            conn.execute(
-                "UPDATE tether_conversations SET version = ?, updated_at = ?, "
-                "last_model = COALESCE(?, last_model), preview_key = COALESCE(?, preview_key), "
-                "preview = COALESCE(?, preview), "
-                "open_effects = open_effects - ? WHERE pk = ?",
-                (new_version, self._clock(), facts.last_model, preview_key, preview, closed, pk),
-            )
+                if closed:
+                    conn.execute(
+                        "UPDATE tether_conversations SET open_effects = open_effects - ? WHERE pk = ?",
+                        (closed, pk),
+                    )
+            if no_preview and facts.preview is not None:  # the first user text names the conversation
+                preview_key, preview = codec.seal_preview(owner, conversation_id, facts.preview)
+                conn.execute(
+                    "UPDATE tether_conversations SET preview_key = ?, preview = ? WHERE pk = ?",
+                    (preview_key, preview, pk),
+                )
             return new_version
 
         return await self._run(self._write, tx)
@@ -486,15 +500,39 @@ class SQLiteStore:
         """Close the connection and its thread. Idempotent."""
         if self._closed:
             return
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._close_connection)
+        await self._worker.call(self._close_connection)
         self._closed = True
-        self._executor.shutdown(wait=False)
+        self._worker.stop()
 
     def _close_connection(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+# a batch of n messages: the version moves by n only when the expected version (if given) matches
+_BUMP = (
+    "UPDATE tether_conversations SET version = version + ?1, updated_at = IIF(?1, ?2, updated_at), "
+    "last_model = COALESCE(?3, last_model) "
+    "WHERE owner = ?4 AND id = ?5 AND (?6 IS NULL OR version = ?6) "
+    "RETURNING pk, version, preview IS NULL, open_effects"
+)
+_INSERT = "INSERT INTO tether_messages (id, conversation, seq, key_id, data) VALUES (?, ?, ?, ?, ?)"
+
+
+def _missing_or_conflict(
+    conn: sqlite3.Connection, owner: str, conversation_id: str, expected: int | None
+) -> TetherError:
+    row = conn.execute(
+        "SELECT version FROM tether_conversations WHERE owner = ? AND id = ?", (owner, conversation_id)
+    ).fetchone()
+    if row is None or expected is None:
+        return not_found(conversation_id)
+    return conflict(conversation_id, expected, row[0])
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    pass
 
 
 def _message_rows(pk: int, rows: list[tuple[int, str | None, bytes]]) -> list[tuple[Any, ...]]:
