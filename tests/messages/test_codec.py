@@ -138,3 +138,14 @@ def test_document_fields() -> None:
     d = Document(data=b"%PDF", media_type="application/pdf", title="a.pdf")
     assert tether.loads_message(tether.dumps_message(tether.user(d))).parts == (d,)
     assert Text("x").signature is None
+
+
+def test_text_that_is_not_unicode_is_a_user_error_naming_the_message() -> None:
+    bad = [tether.user("fine"), tether.assistant("half a pair: \ud800")]
+    with pytest.raises(tether.UserError, match="message 1 holds text that is not valid Unicode"):
+        tether.dumps(bad)
+    with pytest.raises(tether.UserError, match="not valid Unicode"):
+        tether.dumps_message(bad[1])
+    # JSON text with a lone surrogate escape is refused on the way in too
+    with pytest.raises(tether.DecodeError):
+        tether.loads(b'[{"role":"user","parts":[{"type":"text","text":"a\\ud800b"}]}]')

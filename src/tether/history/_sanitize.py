@@ -127,6 +127,10 @@ def _utf8(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+def _over_total(limit: int, i: int) -> HistoryTooLarge:
+    return HistoryTooLarge(f"history is over {limit} bytes", limit="max_total_bytes", where=_where(i))
+
+
 def _too_big(size: int, limit: int, i: int, k: int, c: int | None = None) -> HistoryTooLarge:
     return HistoryTooLarge(
         f"a part of {size} bytes is over {limit}", limit="max_part_bytes", where=_where(i, k, c)
@@ -152,6 +156,49 @@ def _part_size(part: Text | Reasoning | ToolCall) -> int:
 
 MESSAGE_FIELDS = ("run_id", "conversation_id", "provider", "model", "stop_reason", "response_id")
 """The string fields of a message itself; each counts toward ``max_part_bytes`` on its own."""
+
+
+def _media_bytes(item: Image | Document) -> int:
+    """A media item as ``_Media.check`` counts it: its strings, plus inline data or the URL."""
+    size = _size(item.media_type)
+    if type(item) is Document:
+        document: Document = item  # type: ignore[assignment]
+        size += _size(document.title)
+    return size + (len(item.data) if item.data is not None else _size(item.url))
+
+
+def _message_bytes(m: Message) -> int:
+    """Every byte of ``m`` the limits count, exactly (the pass counts characters until the total
+    could approach ``max_total_bytes``, then switches to this)."""
+    size = 0
+    for part in m.parts:
+        if isinstance(part, ToolResult):
+            size += _size(part.call_id) + _size(part.name)
+            for item in part.content:
+                size += _part_size(item) if isinstance(item, Text) else _media_bytes(item)
+        elif isinstance(part, Image | Document):
+            size += _media_bytes(part)
+        else:
+            size += _part_size(part)
+    for name in MESSAGE_FIELDS:
+        size += _size(getattr(m, name))
+    return size
+
+
+_USER_PARTS = frozenset({Text, Image, Document})
+
+
+def _user_media(parts: tuple[object, ...]) -> bool:
+    """True when a user/system message holds only what the pairing check may ignore."""
+    return all(type(p) in _USER_PARTS for p in parts)
+
+
+class _AnyObject(msgspec.Struct):
+    """Matches any JSON object: decoding one validates the text without building values."""
+
+
+# The same test as ``ToolCall.truncated`` without the property call, once per call of the pass.
+_object_checker = msgspec.json.Decoder(_AnyObject)
 
 
 def _check_fields(m: Message, i: int, limit: int) -> None:
@@ -206,11 +253,17 @@ class _Media:
 def _clean_result(
     result: ToolResult, i: int, k: int, media: _Media, unsafe: list[UnsafePart]
 ) -> tuple[int, ToolResult]:
-    """Media items of a tool result: (bytes counted, the result without unsafe items)."""
+    """The content of a tool result, item by item: (bytes counted, the result without unsafe
+    items). Raises on the first item over a limit."""
     keep: list[Text | Image | Document] | None = None
     size = 0
     for c, item in enumerate(result.content):
-        if type(item) is not Text:
+        if type(item) is Text:
+            n = _part_size(item)  # type: ignore[arg-type]
+            if n > media.max_part:
+                raise _too_big(n, media.max_part, i, k, c)
+            size += n
+        else:
             entry: Image | Document = item  # type: ignore[assignment]
             n, scheme = media.check(entry, i, k, c)
             size += n
@@ -241,22 +294,12 @@ def _slow_message(
             n += len(s) if s.isascii() else _utf8(s)
             if n > max_part:
                 raise _too_big(n, max_part, i, k)
-            plain = True
-            for c, item in enumerate(result.content):
-                if type(item) is Text:
-                    size = _part_size(item)
-                    if size > max_part:
-                        raise _too_big(size, max_part, i, k, c)
-                    n += size
-                else:
-                    plain = False
-            if not plain:
-                size, cleaned = _clean_result(result, i, k, media, unsafe)
-                n += size
-                if cleaned is not result:
-                    if keep is None:
-                        keep = list(m.parts[:k])
-                    part = cleaned
+            size, cleaned = _clean_result(result, i, k, media, unsafe)
+            n += size
+            if cleaned is not result:
+                if keep is None:
+                    keep = list(m.parts[:k])
+                part = cleaned
         elif tp is Image or tp is Document:
             n, scheme = media.check(part, i, k)  # type: ignore[arg-type]
             if scheme is not None:
@@ -296,8 +339,17 @@ def sanitize_history(
         )
     max_part = limits.max_part_bytes
     max_total = limits.max_total_bytes
+    # The fast pass counts characters, not bytes: a string of c characters is c to 4c bytes in
+    # UTF-8, so c <= part_q guarantees c's bytes fit max_part_bytes. Anything over the cheap
+    # bound goes to the indexed pass, which counts exact bytes (see _slow_message).
+    part_q = max_part >> 2
+    total_q = max_total >> 2
+    # ``chars``: a lower bound of the bytes counted so far whose quadruple is an upper bound.
+    # Once the upper bound could cross max_total_bytes, ``total`` holds the exact count instead.
+    chars = 0
+    total = -1  # -1: exact counting not needed yet
+    check_arguments = _object_checker.decode
     media = _Media(limits)
-    total = 0
     unsafe: list[UnsafePart] = []
     removed: list[int] = []
     systems = 0
@@ -312,112 +364,155 @@ def sanitize_history(
     truncated: list[CallRef] = []
     for i, m in enumerate(msgs):
         role = m.role
+        parts = m.parts
+        # Fast pass: count characters; anything unusual sends the message to the indexed pass.
+        n = 0
+        slow = False
         if role == "tool":
-            if pending is None or not m.parts:
+            if pending is None or not parts:
                 irregular = True
                 pending = {}
-        elif role != "system":
+            for part in parts:
+                if type(part) is not ToolResult:
+                    slow = True
+                    break
+                result: ToolResult = part  # type: ignore[assignment]
+                s = result.call_id
+                if pending.pop(s, None) is None:
+                    irregular = True
+                x = len(s) + len(result.name)
+                if x > part_q:
+                    slow = True
+                    break
+                for item in result.content:
+                    if type(item) is Text and item.signature is None and item.provider_id is None:
+                        size = len(item.text)
+                        if size <= part_q:
+                            x += size
+                            continue
+                    slow = True
+                    break
+                if slow:
+                    break
+                n += x
+        elif role == "assistant":
             if pending:
                 irregular = True
             pending = None
-        # Fast pass: count bytes; anything unusual sends the message to the indexed pass.
-        n = 0
-        slow = False
-        for part in m.parts:
-            tp = type(part)
-            if tp is ToolResult:
-                result: ToolResult = part  # type: ignore[assignment]
-                s = result.call_id
-                if pending is None or pending.pop(s, None) is None:
-                    irregular = True
-                x = len(s) if s.isascii() else _utf8(s)
-                s = result.name
-                x += len(s) if s.isascii() else _utf8(s)
-                slow = x > max_part
-                for item in result.content:
-                    if type(item) is Text and item.signature is None and item.provider_id is None:
-                        s = item.text
-                        size = len(s) if s.isascii() else _utf8(s)
-                        if size > max_part:
-                            slow = True
-                        x += size
+            for part in parts:
+                tp = type(part)
+                if tp is ToolCall:
+                    call: ToolCall = part  # type: ignore[assignment]
+                    s = call.arguments
+                    cid = call.id
+                    try:
+                        check_arguments(s)
+                    except (msgspec.DecodeError, RecursionError):  # exactly ToolCall.truncated
+                        truncated.append(CallRef(i, cid, call.name))
+                    if cid is None:
+                        irregular = True
+                        x = len(s) + len(call.name)
                     else:
-                        slow = True
-            elif tp is ToolCall:
-                call: ToolCall = part  # type: ignore[assignment]
-                s = call.arguments
-                if call.truncated:
-                    truncated.append(CallRef(i, call.id, call.name))
-                cid = call.id
-                if not cid or (pending is not None and cid in pending):
-                    irregular = True  # unpaired calls: normalize names them
-                elif pending is None:
-                    pending = {cid: 1}
+                        if not cid or (pending is not None and cid in pending):
+                            irregular = True  # unpaired calls: normalize names them
+                        elif pending is None:
+                            pending = {cid: 1}
+                        else:
+                            pending[cid] = 1
+                        x = len(s) + len(call.name) + len(cid)
+                    s = call.signature
+                    if s is not None:
+                        x += len(s)
+                    s = call.provider_id
+                    if s is not None:
+                        x += len(s)
+                elif tp is Text:
+                    text: Text = part  # type: ignore[assignment]
+                    x = len(text.text)
+                    s = text.signature
+                    if s is not None:
+                        x += len(s)
+                    s = text.provider_id
+                    if s is not None:
+                        x += len(s)
+                elif tp is Reasoning:
+                    reasoning: Reasoning = part  # type: ignore[assignment]
+                    x = len(reasoning.text)
+                    s = reasoning.signature
+                    if s is not None:
+                        x += len(s)
+                    s = reasoning.provider
+                    if s is not None:
+                        x += len(s)
+                    s = reasoning.provider_id
+                    if s is not None:
+                        x += len(s)
                 else:
-                    pending[cid] = 1
-                x = len(s) if s.isascii() else _utf8(s)
-                s = call.name
-                x += len(s) if s.isascii() else _utf8(s)
-                s = call.id
-                if s:
-                    x += len(s) if s.isascii() else _utf8(s)
-                s = call.signature
-                if s:
-                    x += len(s) if s.isascii() else _utf8(s)
-                s = call.provider_id
-                if s:
-                    x += len(s) if s.isascii() else _utf8(s)
-                slow = x > max_part
-            elif tp is Text:
-                text: Text = part  # type: ignore[assignment]
-                s = text.text
-                x = len(s) if s.isascii() else _utf8(s)
-                if text.signature is not None or text.provider_id is not None:
-                    x = _part_size(text)
-                slow = x > max_part
-            elif tp is Reasoning:
-                x = _part_size(part)  # type: ignore[arg-type]
-                slow = x > max_part
-            else:
-                x = 0
-                slow = True
-            if slow:
-                break
-            n += x
+                    slow = True
+                    break
+                if x > part_q:
+                    slow = True
+                    break
+                n += x
+        else:
+            if role != "system":
+                if pending:
+                    irregular = True
+                pending = None
+            for part in parts:
+                if type(part) is not Text:
+                    slow = True
+                    break
+                text = part  # type: ignore[assignment]
+                x = len(text.text)
+                s = text.signature
+                if s is not None:
+                    x += len(s)
+                s = text.provider_id
+                if s is not None:
+                    x += len(s)
+                if x > part_q:
+                    slow = True
+                    break
+                n += x
         keep: list[object] | None = None
         if slow:
-            n, keep = _slow_message(m, i, max_part, media, unsafe)
-            if role != "user" and role != "system":
+            n, keep = _slow_message(m, i, max_part, media, unsafe)  # exact bytes
+            if (role != "user" and role != "system") or not _user_media(parts):
                 irregular = True
         # The message's own strings (unrolled: this runs for every message).
         x = 0
         s = m.run_id
-        if s:
-            x += len(s) if s.isascii() else _utf8(s)
+        if s is not None:
+            x = len(s)
         s = m.conversation_id
-        if s:
-            x += len(s) if s.isascii() else _utf8(s)
+        if s is not None:
+            x += len(s)
         s = m.provider
-        if s:
-            x += len(s) if s.isascii() else _utf8(s)
+        if s is not None:
+            x += len(s)
         s = m.model
-        if s:
-            x += len(s) if s.isascii() else _utf8(s)
+        if s is not None:
+            x += len(s)
         s = m.stop_reason
-        if s:
-            x += len(s) if s.isascii() else _utf8(s)
+        if s is not None:
+            x += len(s)
         s = m.response_id
-        if s:
-            x += len(s) if s.isascii() else _utf8(s)
-        if x > max_part:  # one of them may be over the per-field cap
+        if s is not None:
+            x += len(s)
+        if x > part_q:  # one of them may be over the per-field cap
             _check_fields(m, i, max_part)
-        n += x
-        total += n
-        if total > max_total:
-            raise HistoryTooLarge(
-                f"history is over {max_total} bytes", limit="max_total_bytes", where=_where(i)
-            )
-        if role == "system" or keep is not None:
+        if total < 0:
+            chars += n + x
+            if chars > total_q:  # the bytes may now cross max_total: count them exactly from here
+                total = sum(_message_bytes(msgs[j]) for j in range(i + 1))
+                if total > max_total:
+                    raise _over_total(max_total, i)
+        else:
+            total += _message_bytes(m)
+            if total > max_total:  # only message i can cross it: the bound held before it
+                raise _over_total(max_total, i)
+        if keep is not None or role == "system":
             if kept is None:
                 kept, origin = list(msgs[:i]), list(range(i))
             if role == "system":

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from tether.errors import DecodeError
+from tether.errors import DecodeError, UserError
 from tether.messages._model import Message
 
 __all__ = [
@@ -31,15 +31,32 @@ _PART = re.compile(r"^part (\d+) \(")
 
 
 def dumps(messages: Iterable[Message]) -> bytes:
-    """Encode messages as the tether JSON contract (a JSON array)."""
+    """Encode messages as the tether JSON contract (a JSON array).
+
+    Text that is not valid Unicode (a lone surrogate, which JSON text cannot carry) raises
+    ``UserError`` naming the message index."""
     if not isinstance(messages, list | tuple):
         messages = list(messages)
-    return _encoder.encode(messages)
+    try:
+        return _encoder.encode(messages)
+    except UnicodeEncodeError:
+        for index, message in enumerate(messages):
+            _encode_one(message, f"message {index}")
+        raise
 
 
 def dumps_message(message: Message) -> bytes:
     """Encode one message as a JSON object."""
-    return _encoder.encode(message)
+    return _encode_one(message, "the message")
+
+
+def _encode_one(message: Message, where: str) -> bytes:
+    try:
+        return _encoder.encode(message)
+    except UnicodeEncodeError as exc:
+        raise UserError(
+            f"{where} holds text that is not valid Unicode ({exc.reason}): JSON cannot carry it"
+        ) from None
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> list[Message]:
