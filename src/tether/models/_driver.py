@@ -14,7 +14,7 @@ import msgspec
 
 from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
 from tether.messages import Message
-from tether.models._base import ModelResponse
+from tether.models._base import ModelResponse, Profile
 from tether.models.wire._common import ConversionReport
 
 __all__ = [
@@ -152,3 +152,22 @@ class RequestReports:
                 del self._logged[key]
 
         return forget
+
+
+class Driver:
+    """What every SDK driver shares: its profile and the report of its latest request."""
+
+    _profile: Profile
+    _reports: RequestReports
+
+    @property
+    def profile(self) -> Profile:
+        """The capability profile requests are checked against before any I/O."""
+        return self._profile
+
+    @property
+    def last_request_report(self) -> ConversionReport | None:
+        """What the latest request built by this driver dropped or approximated (message and part
+        indices into the messages it was given), or ``None`` before the first request. Each loss
+        is also logged once at WARNING on the ``tether.models`` logger."""
+        return self._reports.last

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import DecodeError, ModelError, UserError
 from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
-from tether.models._driver import RequestReports, api_key, decode_body, sdk_error, stream_result
+from tether.models._driver import Driver, RequestReports, api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import ConversionReport, check_content
+from tether.models.wire._common import check_content
 from tether.models.wire._json import given
 from tether.models.wire.anthropic import (
     PROFILES,
@@ -52,7 +52,7 @@ def _error(exc: Exception) -> ModelError:
     return sdk_error(exc, anthropic.APIStatusError, PROVIDER)
 
 
-class AnthropicModel:
+class AnthropicModel(Driver):
     """A Claude model behind the Anthropic Messages API.
 
     ``client`` may be a ready ``anthropic.AsyncAnthropic``; otherwise one is created on first use
@@ -90,17 +90,6 @@ class AnthropicModel:
     def name(self) -> str:
         """``anthropic:model``."""
         return f"{PROVIDER}:{self._model}"
-
-    @property
-    def profile(self) -> Profile:
-        return self._profile
-
-    @property
-    def last_request_report(self) -> ConversionReport | None:
-        """What the latest request built by this driver dropped or approximated (message and part
-        indices into the messages it was given), or ``None`` before the first request. Each loss
-        is also logged once at WARNING on the ``tether.models`` logger."""
-        return self._reports.last
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
         if self._client is None:

@@ -19,9 +19,9 @@ import pydantic
 from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
 from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
-from tether.models._driver import RequestReports, api_key, request_failed, stream_result
+from tether.models._driver import Driver, RequestReports, api_key, request_failed, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import ConversionReport, check_content
+from tether.models.wire._common import check_content
 from tether.models.wire._json import given
 from tether.models.wire.gemini import (
     PROFILES,
@@ -99,7 +99,7 @@ def _dump(response: pydantic.BaseModel) -> dict[str, Any]:
     return body
 
 
-class GeminiModel:
+class GeminiModel(Driver):
     """A Gemini model behind the Gemini Developer API (or Vertex AI, given a ready ``client``).
 
     ``client`` may be a ready ``google.genai.Client``; otherwise one is created on first use from
@@ -132,17 +132,6 @@ class GeminiModel:
     def name(self) -> str:
         """``google:model``."""
         return f"{PROVIDER}:{self._model}"
-
-    @property
-    def profile(self) -> Profile:
-        return self._profile
-
-    @property
-    def last_request_report(self) -> ConversionReport | None:
-        """What the latest request built by this driver dropped or approximated (message and part
-        indices into the messages it was given), or ``None`` before the first request. Each loss
-        is also logged once at WARNING on the ``tether.models`` logger."""
-        return self._reports.last
 
     def _sdk(self) -> genai.Client:
         if self._client is None:

@@ -31,9 +31,9 @@ from tether.models._base import (
     ToolCallDelta,
     ToolDefinition,
 )
-from tether.models._driver import RequestReports
+from tether.models._driver import Driver, RequestReports
 from tether.models._sdk import require
-from tether.models.wire._common import ConversionReport, check_content
+from tether.models.wire._common import check_content
 from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
@@ -75,7 +75,7 @@ def _flatten(content: object) -> str:
     return "" if content is None else str(content)
 
 
-class LocalModel:
+class LocalModel(Driver):
     """A GGUF model in this process. ``model_path`` defaults to :func:`default_weights`.
 
     ``n_ctx`` is the context size; ``chat_format`` the llama.cpp chat handler (the function-calling
@@ -117,13 +117,6 @@ class LocalModel:
     @property
     def profile(self) -> Profile:
         return PROFILES[0]
-
-    @property
-    def last_request_report(self) -> ConversionReport | None:
-        """What the latest request built by this driver dropped or approximated (message and part
-        indices into the messages it was given), or ``None`` before the first request. Each loss
-        is also logged once at WARNING on the ``tether.models`` logger."""
-        return self._reports.last
 
     # -- request --------------------------------------------------------------------------------
     def request(

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import ModelError, UserError
 from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
-from tether.models._driver import RequestReports, api_key, decode_body, sdk_error, stream_result
+from tether.models._driver import Driver, RequestReports, api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import ConversionReport, best_profile, check_content
+from tether.models.wire._common import best_profile, check_content
 from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
@@ -62,7 +62,7 @@ def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(Driver):
     """A model behind the Chat Completions API.
 
     ``client`` may be a ready ``openai.AsyncOpenAI``; otherwise one is created on first use from
@@ -104,17 +104,6 @@ class OpenAIChatModel:
     def name(self) -> str:
         """``provider:model``."""
         return f"{self._provider}:{self._model}"
-
-    @property
-    def profile(self) -> Profile:
-        return self._profile
-
-    @property
-    def last_request_report(self) -> ConversionReport | None:
-        """What the latest request built by this driver dropped or approximated (message and part
-        indices into the messages it was given), or ``None`` before the first request. Each loss
-        is also logged once at WARNING on the ``tether.models`` logger."""
-        return self._reports.last
 
     def _sdk(self) -> openai.AsyncOpenAI:
         if self._client is None:

@@ -26,8 +26,8 @@ from tether.models._base import (  # noqa: E402
     StreamEvent,
     ToolDefinition,
 )
-from tether.models._driver import RequestReports, decode_body, sdk_error, stream_result  # noqa: E402
-from tether.models.wire._common import ConversionReport, check_content  # noqa: E402
+from tether.models._driver import Driver, RequestReports, decode_body, sdk_error, stream_result  # noqa: E402
+from tether.models.wire._common import check_content  # noqa: E402
 from tether.models.wire._json import given  # noqa: E402
 from tether.models.wire.openai_responses import (  # noqa: E402
     REASONING_FAMILIES,
@@ -51,7 +51,7 @@ _OWNED_KEYS = frozenset({"input", "store", "include", "stream", "previous_respon
 no ``previous_response_id``), asks for encrypted reasoning, and sends the whole history."""
 
 
-class OpenAIResponsesModel:
+class OpenAIResponsesModel(Driver):
     """A model behind the OpenAI Responses API.
 
     ``client`` may be a ready ``openai.AsyncOpenAI``; otherwise one is built from ``api_key``,
@@ -82,17 +82,6 @@ class OpenAIResponsesModel:
     @property
     def name(self) -> str:
         return f"openai-responses:{self._model}"
-
-    @property
-    def profile(self) -> Profile:
-        return self._profile
-
-    @property
-    def last_request_report(self) -> ConversionReport | None:
-        """What the latest request built by this driver dropped or approximated (message and part
-        indices into the messages it was given), or ``None`` before the first request. Each loss
-        is also logged once at WARNING on the ``tether.models`` logger."""
-        return self._reports.last
 
     def request_body(
         self,
