@@ -108,3 +108,10 @@ def test_no_silent_loss_of_content(name: str, history: list[Message]) -> None:
     back, imported = fmt.load(data)
     if exported.lossless and imported.lossless:
         assert _flat(back) == _flat(history)
+
+
+def test_gemini_reports_joining_several_result_texts() -> None:
+    # found by test_no_silent_loss_of_content: two texts travel as one "\n"-joined output
+    history = [Message("tool", (ToolResult("0", "f", (Text(""), Text(""))),))]
+    _, report = convert.to_gemini(history)
+    assert [(loss.kind, loss.what) for loss in report.losses] == [("approximated", "text parts")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
@@ -15,7 +16,7 @@ import msgspec
 from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
 from tether.messages import Message
 from tether.models._base import ModelResponse, Profile
-from tether.models.wire._common import ConversionReport
+from tether.models.wire._common import ConversionReport, check_content
 
 __all__ = [
     "RequestReports",
@@ -154,11 +155,28 @@ class RequestReports:
         return forget
 
 
-class Driver:
-    """What every SDK driver shares: its profile and the report of its latest request."""
+Encoder = Callable[..., tuple[list[dict[str, Any]], ConversionReport]]
+
+
+class Driver(ABC):
+    """What every driver shares: its profile, the report of its latest request, and the one way
+    a request's messages go onto the wire."""
 
     _profile: Profile
     _reports: RequestReports
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """``provider:model``."""
+
+    def _wire(self, messages: Sequence[Message], encode: Encoder) -> list[dict[str, Any]]:
+        """Check ``messages`` against the profile (``UnsupportedContent`` before any I/O), encode
+        them with the driver's wire module, and record what the encoding could not carry."""
+        check_content(messages, self._profile)
+        encoded, report = encode(messages, profile=self._profile)
+        self._reports.record(self.name, messages, report)
+        return encoded
 
     @property
     def profile(self) -> Profile:

@@ -17,7 +17,6 @@ from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
 from tether.models._driver import Driver, RequestReports, api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import check_content
 from tether.models.wire._json import given
 from tether.models.wire.anthropic import (
     PROFILES,
@@ -112,9 +111,7 @@ class AnthropicModel(Driver):
         """The keyword arguments of ``messages.create`` for this call (no I/O).
 
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
-        check_content(messages, self._profile)
-        encoded, report = encode_messages(messages, profile=self._profile)
-        self._reports.record(self.name, messages, report)
+        encoded = self._wire(messages, encode_messages)
         s = settings or ModelSettings()
         kwargs: dict[str, Any] = {
             "model": self._model,

@@ -21,7 +21,6 @@ from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
 from tether.models._driver import Driver, RequestReports, api_key, request_failed, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import check_content
 from tether.models.wire._json import given
 from tether.models.wire.gemini import (
     PROFILES,
@@ -151,9 +150,7 @@ class GeminiModel(Driver):
         """The keyword arguments of ``models.generate_content`` for this call (no I/O).
 
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
-        check_content(messages, self._profile)
-        encoded, report = encode_messages(messages, profile=self._profile)
-        self._reports.record(self.name, messages, report)
+        encoded = self._wire(messages, encode_messages)
         contents = self._parts.contents(encoded)
         s = settings or ModelSettings()
         config: dict[str, Any] = {}

@@ -33,7 +33,6 @@ from tether.models._base import (
 )
 from tether.models._driver import Driver, RequestReports
 from tether.models._sdk import require
-from tether.models.wire._common import check_content
 from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
@@ -108,15 +107,12 @@ class LocalModel(Driver):
         self._chat_format = chat_format
         self._llama: llama_cpp.Llama | None = None
         self._lock = threading.Lock()
+        self._profile = PROFILES[0]
         self._reports = RequestReports()
 
     @property
     def name(self) -> str:
         return f"local:{self._path.stem}"
-
-    @property
-    def profile(self) -> Profile:
-        return PROFILES[0]
 
     # -- request --------------------------------------------------------------------------------
     def request(
@@ -132,9 +128,7 @@ class LocalModel(Driver):
         The function-calling handler renders only plain-string content and no ``tool`` role, so
         tool results are given as user turns naming the call, and the tool list (which that handler
         puts in the system turn) always has a system turn to live in."""
-        check_content(messages, self.profile)
-        encoded, report = encode_messages(messages, profile=self.profile)
-        self._reports.record(self.name, messages, report)
+        encoded = self._wire(messages, encode_messages)
         chat: list[dict[str, Any]] = []
         if instructions or (tools and self._chat_format == FUNCTION_CALLING):
             chat.append({"role": "system", "content": instructions or _DEFAULT_SYSTEM})

@@ -21,7 +21,7 @@ from tether.messages import Message
 from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
 from tether.models._driver import Driver, RequestReports, api_key, decode_body, sdk_error, stream_result
 from tether.models._sdk import require
-from tether.models.wire._common import best_profile, check_content
+from tether.models.wire._common import best_profile
 from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
@@ -134,9 +134,7 @@ class OpenAIChatModel(Driver):
         """The keyword arguments of ``chat.completions.create`` for this call (no I/O).
 
         Raises ``UnsupportedContent`` for a part the profile cannot take."""
-        check_content(messages, self._profile)
-        encoded, report = encode_messages(messages, profile=self._profile)
-        self._reports.record(self.name, messages, report)
+        encoded = self._wire(messages, encode_messages)
         wire: list[dict[str, Any]] = []
         if instructions:
             wire.append({"role": "system", "content": instructions})

@@ -27,7 +27,6 @@ from tether.models._base import (  # noqa: E402
     ToolDefinition,
 )
 from tether.models._driver import Driver, RequestReports, decode_body, sdk_error, stream_result  # noqa: E402
-from tether.models.wire._common import check_content  # noqa: E402
 from tether.models.wire._json import given  # noqa: E402
 from tether.models.wire.openai_responses import (  # noqa: E402
     REASONING_FAMILIES,
@@ -93,9 +92,7 @@ class OpenAIResponsesModel(Driver):
     ) -> dict[str, Any]:
         """The JSON body this driver sends (without ``stream``). Raises ``UnsupportedContent``
         for a part the model cannot take, before any network call."""
-        check_content(messages, self._profile)
-        items, report = encode_messages(messages, profile=self._profile)
-        self._reports.record(self.name, messages, report)
+        items = self._wire(messages, encode_messages)
         body: dict[str, Any] = {"model": self._model, "input": items, "store": False}
         if self._profile.reasoning_replay != "never":
             body["include"] = ["reasoning.encrypted_content"]

@@ -245,6 +245,8 @@ def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSO
             losses.append((pi, "dropped", f"{kind} in tool result", "Gemini function responses take JSON"))
     if result.synthesized:
         losses.append((pi, "approximated", "synthesized flag", SYNTHESIZED_RESULT))
+    if sum(1 for item in result.content if isinstance(item, Text)) > 1:
+        losses.append((pi, "approximated", "text parts", "joined into one text by newlines"))
     text = result.text
     response: JSON
     if result.failed:
