@@ -1,4 +1,5 @@
-"""Shared fixtures. Hypothesis profiles: ``ci`` (default) and ``nightly`` (HYPOTHESIS_PROFILE)."""
+"""Shared fixtures. Hypothesis profiles: ``ci`` (default; derandomized when CI is set) and
+``nightly`` (HYPOTHESIS_PROFILE=nightly: many more random examples)."""
 
 from __future__ import annotations
 

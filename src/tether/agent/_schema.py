@@ -40,19 +40,20 @@ class _Hooks:
             schema = dict(cast(Any, tp).model_json_schema())
             self.defs.update(schema.pop("$defs", {}))
             return schema
-        raise NotImplementedError
+        raise NotImplementedError  # msgspec's hook protocol: "not a type this hook handles"
 
     @staticmethod
     def dec_hook(tp: type, obj: Any) -> Any:
         if is_pydantic_model(tp):
             return cast(Any, tp).model_validate(obj)
-        raise NotImplementedError
+        raise NotImplementedError  # msgspec's hook protocol: it reports the type as unsupported
 
 
 def _enc_hook(obj: Any) -> Any:
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
         return dump(mode="json")
+    # msgspec's hook protocol: NotImplementedError marks a value no hook can encode
     raise NotImplementedError(f"cannot encode {type(obj).__name__} as JSON")
 
 
