@@ -40,7 +40,7 @@ from tether import (
 )
 from tether.agent import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT, Agent, Tool, ToolCanceled
 from tether.agent._batch import run_jobs
-from tether.agent._store import ledger_closures
+from tether.agent._ledger import ledger_closures
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models.testing import FunctionInfo, FunctionModel, TestModel
 from tether.stores import MemoryStore, PostgresStore, SQLiteStore, Store, ToolEffect

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from tether.errors import UserError
+from tether.history import HistoryRepair
 from tether.messages import Message, ToolCall, ToolResult, Usage
 
 from ._approvals import Deferred
@@ -33,9 +34,10 @@ class Result(Generic[Output]):
     ``messages`` is the canonical conversation (the supplied history as processed and repaired,
     then everything this run added); chain with ``agent.run("...", history=result.messages)``.
     ``new_messages`` is what this run added, each stamped with ``run_id`` and
-    ``conversation_id``. ``repair`` is the report of the repair applied to the supplied history
-    (``tether.history.HistoryRepair``). When ``deferred`` is set the run stopped for approvals or
-    external results and has no ``output``.
+    ``conversation_id``. ``repair`` is the report of the repair applied to the supplied history.
+    When ``deferred`` is set the run stopped for approvals or external results and has no
+    ``output``. ``stop_reason`` is the last model response's (``"stop"``, or ``"length"`` for an
+    answer cut at the token limit and accepted with ``Agent(accept_truncated=True)``).
     """
 
     messages: tuple[Message, ...]
@@ -46,7 +48,8 @@ class Result(Generic[Output]):
     run_id: str
     conversation_id: str
     deferred: Deferred | None = None
-    repair: Any = None
+    repair: HistoryRepair = HistoryRepair()  # noqa: RUF009 - the report is immutable
+    stop_reason: str | None = None
     _output: Any = field(default=MISSING, repr=False)
 
     def __repr__(self) -> str:  # short: a conversation may hold thousands of messages
