@@ -18,6 +18,7 @@ from tether.history._prune import PruneReport, prune_history
 from tether.history._sanitize import (
     SanitizeLimits,
     SanitizeReport,
+    MediaKind,
     UnsafePart,
     sanitize_history,
     url_scheme,
@@ -46,6 +47,7 @@ __all__ = [
     "CallRef",
     "DropReason",
     "HistoryRepair",
+    "MediaKind",
     "Problem",
     "ProblemKind",
     "PruneReport",
