@@ -162,9 +162,7 @@ def test_the_cycle_check_can_fail(tmp_path: Path) -> None:
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "_a.py").write_text("from ._b import B\n")
-    (pkg / "_b.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._a import A\n"
-    )
+    (pkg / "_b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._a import A\n")
     (pkg / "_c.py").write_text("from . import _a\n")
     assert type_level_cycles(tmp_path / "tether") == [
         ["tether.agent._a", "tether.agent._b", "tether.agent._a"]

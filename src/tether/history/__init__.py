@@ -16,9 +16,9 @@ from tether.history._normalize import (
 )
 from tether.history._prune import PruneReport, prune_history
 from tether.history._sanitize import (
+    MediaKind,
     SanitizeLimits,
     SanitizeReport,
-    MediaKind,
     UnsafePart,
     sanitize_history,
     url_scheme,
