@@ -159,8 +159,12 @@ def _signature_fields(
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
         raise UserError(f"tool {name!r}: cannot read the signature: {exc}") from None
+    # a callable object's annotations are those of its __call__
+    annotated = (
+        function if inspect.isroutine(function) or inspect.isclass(function) else type(function).__call__
+    )
     try:
-        hints = typing.get_type_hints(function, include_extras=True)
+        hints = typing.get_type_hints(annotated, include_extras=True)
     except Exception as exc:
         raise UserError(f"tool {name!r}: cannot resolve the annotations: {exc}") from None
     params = list(signature.parameters.values())
