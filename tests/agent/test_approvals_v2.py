@@ -121,7 +121,8 @@ async def test_an_expired_token_is_refused_naming_the_expiry(monkeypatch: pytest
     script = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "never")
     agent = _agent(script, approval_ttl=timedelta(minutes=5))
     first, decisions = await _paused(agent)
-    assert first.deferred is not None and first.deferred.expires_at is not None
+    assert first.deferred is not None
+    assert first.deferred.expires_at is not None
     assert first.deferred.expires_at == pytest.approx(time.time() + 300, abs=5)
     later = time.time() + 301
     monkeypatch.setattr("tether.agent._run.time.time", lambda: later)

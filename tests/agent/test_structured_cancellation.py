@@ -61,10 +61,13 @@ async def test_a_failing_task_group_sibling_is_the_only_error(store: Store) -> N
         await entered.wait()
         raise ValueError("sibling failed")
 
-    with pytest.raises(ExceptionGroup) as info:
+    async def both() -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(agent.run("go", store=store, owner="o", conversation_id="c"))
             group.create_task(sibling())
+
+    with pytest.raises(ExceptionGroup) as info:
+        await both()
     assert [type(e) for e in info.value.exceptions] == [ValueError]
     assert await _stored(store) == ["go"]
 
@@ -87,10 +90,14 @@ async def test_task_cancel_leaves_the_task_cancelled_with_the_partial_reachable(
 async def test_timeout_around_a_stream_consumer(store: Store) -> None:
     agent = _hanging_agent(asyncio.Event())
     stream = agent.run_stream("go", store=store, owner="o", conversation_id="c")
-    with pytest.raises(TimeoutError):
+
+    async def consume() -> None:
         async with asyncio.timeout(0.2), stream:
             async for _ in stream:
                 pass
+
+    with pytest.raises(TimeoutError):
+        await consume()
     with pytest.raises(RunCanceled) as info:  # the run itself was stopped by its stream
         await stream.get_result()
     assert info.value.partial is not None
@@ -110,10 +117,13 @@ async def test_task_group_around_a_stream_consumer(store: Store) -> None:
         await entered.wait()
         raise KeyError("sibling")
 
-    with pytest.raises(ExceptionGroup) as info:
+    async def both() -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(consume())
             group.create_task(sibling())
+
+    with pytest.raises(ExceptionGroup) as info:
+        await both()
     assert [type(e) for e in info.value.exceptions] == [KeyError]
     assert await _stored(store) == ["go"]
 

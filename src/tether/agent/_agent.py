@@ -177,7 +177,7 @@ class Agent(Generic[Deps, Output]):
         if not ttl > 0:
             raise UserError(f"approval_ttl must be positive, got {approval_ttl!r}")
         self._approval_ttl = ttl
-        if replay_guard is not None and not isinstance(replay_guard, ReplayGuard):
+        if replay_guard is not None and not isinstance(cast(object, replay_guard), ReplayGuard):
             raise UserError(
                 "replay_guard must have an async claim_token(digest, expires_at) method (any tether "
                 f"store has one), not {type(replay_guard).__name__}"
