@@ -12,6 +12,7 @@ import tether
 SRC = Path(tether.__file__).resolve().parent
 
 EXPECTED = {
+    "ToolCallDeltaEvent",
     "ApproximateCounter",
     "Loss",
     "MediaKind",

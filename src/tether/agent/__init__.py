@@ -22,6 +22,7 @@ from tether.agent._result import (
     Result,
     RunCompleted,
     TextEvent,
+    ToolCallDeltaEvent,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "StoreRecorder",
     "TextEvent",
     "Tool",
+    "ToolCallDeltaEvent",
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolCanceled",

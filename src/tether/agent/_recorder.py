@@ -100,6 +100,10 @@ class StoreRecorder:
       copies the conversation as this run saw it into a new one, stores the run there, and the
       run continues under the new id (``result.conversation_id``), so two answers to one history
       never interleave.
+    - ``at_version``: the version the caller's view of the conversation ends at (what its user
+      saw). The run continues from there; if another writer appended since, that is a conflict,
+      settled by ``on_conflict`` (a chat window does this, so its turn never lands after a turn
+      its user did not see).
     - ``keep_unfinished``: a stopped run's partly streamed model turn (``Partial.unfinished``, stop
       reason ``"canceled"``) is stored too (the default: the user saw it).
     - ``write_timeout``: seconds a write may take before the run gives up on it.
@@ -112,6 +116,7 @@ class StoreRecorder:
         conversation_id: str | None = None,
         *,
         on_conflict: OnConflict = "fail",
+        at_version: int | None = None,
         keep_unfinished: bool = True,
         write_timeout: float = DEFAULT_WRITE_TIMEOUT,
     ) -> None:
@@ -121,6 +126,8 @@ class StoreRecorder:
             raise UserError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
         if on_conflict not in ("fail", "fork"):
             raise UserError(f"on_conflict must be 'fail' or 'fork', not {on_conflict!r}")
+        if at_version is not None and (type(at_version) is not int or at_version < 0):
+            raise UserError(f"at_version must be an int >= 0, not {at_version!r}")
         if not write_timeout > 0:
             raise UserError(f"write_timeout must be a positive number of seconds, not {write_timeout!r}")
         self.store = store
@@ -128,8 +135,10 @@ class StoreRecorder:
         self.conversation_id = conversation_id
         self.on_conflict: OnConflict = on_conflict
         self.keep_unfinished = keep_unfinished
+        self.at_version = at_version
         self._write_timeout = float(write_timeout)
         self.version = 0
+        """The conversation's version after this recorder's last write (its load, before any)."""
 
     @property
     def write_timeout(self) -> float:
@@ -160,6 +169,11 @@ class StoreRecorder:
             loaded = await store.load(owner, cid)
         self.version = loaded.version
         history = list(loaded.messages)
+        pinned = self.at_version
+        if pinned is not None and pinned < loaded.version:
+            # others appended after what the caller saw: run on its view; the first write conflicts
+            self.version = pinned
+            return cid, history[:pinned]
         effects = await store.pending_tool_effects(owner, cid)
         closing, effects = tail_closure(history, effects, repair=repair)
         if effects:

@@ -18,6 +18,7 @@ __all__ = [
     "Result",
     "RunCompleted",
     "TextEvent",
+    "ToolCallDeltaEvent",
     "ToolCallFinished",
     "ToolCallStarted",
 ]
@@ -98,6 +99,18 @@ class ReasoningEvent(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallDeltaEvent(_EventBase):
+    """A tool call being streamed by the model: the first delta of a call carries its ``id`` and
+    ``name``; later ones more ``arguments`` text. ``index`` is the call's part index."""
+
+    step: int
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallStarted(_EventBase):
     """A tool begins executing."""
 
@@ -127,5 +140,11 @@ class RunCompleted(_EventBase):
 
 
 Event: TypeAlias = (
-    TextEvent | ReasoningEvent | ToolCallStarted | ToolCallFinished | MessageCompleted | RunCompleted
+    TextEvent
+    | ReasoningEvent
+    | ToolCallDeltaEvent
+    | ToolCallStarted
+    | ToolCallFinished
+    | MessageCompleted
+    | RunCompleted
 )

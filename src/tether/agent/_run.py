@@ -32,7 +32,7 @@ from tether.errors import (
 )
 from tether.history import close_calls, normalize_history
 from tether.messages import Message, new_id
-from tether.models import ModelResponse, ReasoningDelta, TextDelta
+from tether.models import ModelResponse, ReasoningDelta, TextDelta, ToolCallDelta
 
 from ._approvals import Deferred, DeferredResults, PendingCall, TokenClaims, mint_token, turn_digest
 from ._config import Prompt, RunConfig
@@ -41,7 +41,15 @@ from ._decisions import Resolution, resolve_decisions
 from ._output import OUTPUT_TOOL
 from ._prepare import apply_processor, check_resumable, distinct_calls, donor_conversation_id, user_message
 from ._recorder import RunRecorder, settle
-from ._result import MISSING, Event, MessageCompleted, ReasoningEvent, Result, TextEvent
+from ._result import (
+    MISSING,
+    Event,
+    MessageCompleted,
+    ReasoningEvent,
+    Result,
+    TextEvent,
+    ToolCallDeltaEvent,
+)
 from ._state import RunState
 from ._tools import ArgumentsInvalid
 from ._toolstep import ToolStep
@@ -350,6 +358,11 @@ class Run:
             elif kind is ReasoningDelta:
                 rdelta = cast(ReasoningDelta, event)
                 emit(ReasoningEvent(s.run_id, s.conversation_id, step, rdelta.index, rdelta.text))
+            elif kind is ToolCallDelta:
+                c = cast(ToolCallDelta, event)
+                emit(
+                    ToolCallDeltaEvent(s.run_id, s.conversation_id, step, c.index, c.id, c.name, c.arguments)
+                )
             elif kind is ModelResponse:
                 final = cast(ModelResponse, event)
         if final is None:
