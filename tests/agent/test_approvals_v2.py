@@ -9,10 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tether import ApprovalError, ToolCall, UserError, assistant, dumps, loads, user
 from tether.agent import Agent, Approve, DeferredResults, MemoryReplayGuard, Tool
-from tether.agent._approvals import read_token
+from tether.agent._approvals import TokenClaims, mint_token, read_token
 from tether.stores import Store
 
 from .scripts import Script, calls
@@ -198,3 +200,26 @@ def test_approval_and_external_exclude_each_other() -> None:
 def test_a_replay_guard_must_have_claim_token() -> None:
     with pytest.raises(UserError, match="replay_guard"):
         _agent(Script(), replay_guard=object())
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.text(), st.binary(), st.integers(), st.none(), st.text().map(lambda t: "v2." + t)))
+def test_any_token_input_is_claims_or_a_reason(token: object) -> None:
+    """read_token never raises: whatever a client sends is a reason to refuse, or genuine claims."""
+    out = read_token(SECRET, token)
+    assert isinstance(out, str)  # nothing but a token minted with the secret has claims
+
+
+@settings(max_examples=100)
+@given(st.text(min_size=1, max_size=40))
+def test_tampering_any_part_of_a_genuine_token_is_refused(noise: str) -> None:
+    claims = TokenClaims("p1", "c1", "k1", "t" * 43, int(time.time()) + 60)
+    token = mint_token(SECRET, claims)
+    assert read_token(SECRET, token) == claims
+    version, payload, mac = token.split(".")
+    for forged in (
+        f"{version}.{payload}{noise}.{mac}",
+        f"{version}.{payload}.{mac}{noise}",
+        f"v3.{payload}.{mac}",
+    ):
+        assert isinstance(read_token(SECRET, forged), str)
