@@ -108,6 +108,7 @@ async def test_conflicting_writer_fails_the_append_with_partial(store: Store) ->
         return "meddled"
 
     script = Script(calls(("c1", "meddle", "{}")), "done")
+    await store.create("o", "conv")
     with pytest.raises(RunError) as info:
         await Agent(script.model, tools=[meddle]).run("go", store=store, owner="o", conversation_id="conv")
     assert info.value.stage == "store"
@@ -484,3 +485,13 @@ def test_ledger_closures_match_the_run_that_made_the_call() -> None:
     assert [(at, [r.text for r in m.tool_results]) for at, m in closures] == [(2, [UNKNOWN_OUTCOME_TEXT])]
     effect_b = ToolEffect("conv", "B", "c1", "pay", "{}", datetime.now(UTC))
     assert ledger_closures(history, [effect_b]) == []  # B's call is answered
+
+
+async def test_a_run_that_fails_before_anything_completed_leaves_nothing_behind(store: Store) -> None:
+    def broken(messages: Sequence[Message], info: FunctionInfo) -> str:
+        raise RuntimeError("401 invalid api key")
+
+    with pytest.raises(ModelError) as info:
+        await Agent(FunctionModel(broken)).run("hello", store=store, owner="o", conversation_id="fresh")
+    assert info.value.partial is None
+    assert await store.conversations("o") == []  # no empty conversation, no unanswered prompt

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
 from msgspec.structs import replace
 
 from tether.errors import ConflictError, NotFound, Partial, StoreError, UserError
-from tether.messages import Message, ToolCall
+from tether.messages import Message, ToolCall, new_id
 
 from ._ledger import ledger_closures, tail_closure
 
@@ -93,8 +93,9 @@ class RunRecorder(Protocol):
 class StoreRecorder:
     """A run's conversation in a ``Store``, for one owner.
 
-    - ``conversation_id=None`` creates a new conversation on ``open``; a given id that does not
-      exist yet is created (the caller chose the id).
+    - ``conversation_id=None`` starts a new conversation (a new UUIDv7); a given id that does not
+      exist yet is created (the caller chose the id). Either is created with the first write, so
+      a run that fails before anything is recorded leaves nothing behind.
     - ``on_conflict``: another writer appended after this run loaded the conversation. ``"fail"``
       (the default) raises ``ConflictError`` (the run fails with stage ``"store"``); ``"fork"``
       copies the conversation as this run saw it into a new one, stores the run there, and the
@@ -139,6 +140,7 @@ class StoreRecorder:
         self._write_timeout = float(write_timeout)
         self.version = 0
         """The conversation's version after this recorder's last write (its load, before any)."""
+        self._exists = False
 
     @property
     def write_timeout(self) -> float:
@@ -159,14 +161,14 @@ class StoreRecorder:
         Closures of older turns are inserted in the returned history only."""
         store, owner = self.store, self.owner
         if self.conversation_id is None:
-            self.conversation_id = await store.create(owner)
+            self.conversation_id = new_id()
             return self.conversation_id, []
         cid = self.conversation_id
         try:
             loaded = await store.load(owner, cid)
         except NotFound:
-            await store.create(owner, cid, exist_ok=True)
-            loaded = await store.load(owner, cid)
+            return cid, []
+        self._exists = True
         self.version = loaded.version
         history = list(loaded.messages)
         pinned = self.at_version
@@ -185,6 +187,9 @@ class StoreRecorder:
         return cid, history
 
     async def _append(self, messages: Sequence[Message]) -> None:
+        if not self._exists:
+            await self.store.create(self.owner, self._cid(), exist_ok=True)
+            self._exists = True
         self.version = await self.store.append(
             self.owner, self._cid(), messages, expected_version=self.version
         )
@@ -207,6 +212,7 @@ class StoreRecorder:
         fork_id = await self.store.fork(self.owner, old, at_version=base)
         moved = [replace(m, conversation_id=fork_id) if m.conversation_id == old else m for m in messages]
         self.conversation_id = fork_id
+        self._exists = True
         await self._append(moved)
 
     async def tool_started(self, run_id: str, call: ToolCall) -> bool:

@@ -163,7 +163,9 @@ class Run:
         return partial, note
 
     async def _record_failure(self, error: RunError) -> None:
-        if self.recorder is None or not self.state.unrecorded():
+        """Store a failed run's evidence; a failure before anything completed stores nothing, so
+        a wrong API key does not litter the conversation with unanswered prompts."""
+        if self.recorder is None or error.partial is None or not self.state.unrecorded():
             return
         try:
             await settle(self._write_failure(error.partial), self.recorder.write_timeout)
