@@ -174,7 +174,7 @@ class Run:
         except asyncio.CancelledError:
             if not self.owned:
                 raise
-        if error.partial is not None and error.partial.conversation_id != self.state.conversation_id:
+        if error.partial.conversation_id != self.state.conversation_id:
             error.partial = self.state.partial(stopped=isinstance(error, RunCanceled))
 
     async def _write_failure(self, partial: Partial | None) -> None:
