@@ -177,13 +177,14 @@ def check_content(
     cannot take. Called by drivers before any network call. ``passed`` (a driver's own memo)
     remembers the messages that passed for a profile (messages are immutable), so the steps of one
     run only check new messages; without it every message is checked."""
-    table: MessageTable[bool] | None = None if passed is None else passed.table(profile)
-    for mi, message in enumerate(messages):
-        if table is not None and table.has(message):
-            continue
+    if passed is None:
+        for mi, message in enumerate(messages):
+            _check_message(message, profile, mi)
+        return
+    table = passed.table(profile)
+    for mi, message in table.missing(messages):
         _check_message(message, profile, mi)
-        if table is not None:
-            table.put(message, True)
+        table.put(message, True)
 
 
 def _check_message(message: Message, profile: Profile, mi: int) -> None:

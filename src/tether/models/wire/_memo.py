@@ -47,6 +47,17 @@ class MessageTable(Mapping[int, _V], Generic[_V]):
         entry = self._entries.get(id(message))
         return entry is not None and entry[0]() is message
 
+    def missing(self, messages: Sequence[Message]) -> list[tuple[int, Message]]:
+        """``(index, message)`` for each of ``messages`` with no value stored (one pass, for the
+        per-step loops that skip what they already did)."""
+        entries = self._entries
+        out: list[tuple[int, Message]] = []
+        for index, message in enumerate(messages):
+            entry = entries.get(id(message))
+            if entry is None or entry[0]() is not message:
+                out.append((index, message))
+        return out
+
     def put(self, message: Message, value: _V) -> None:
         """Store ``value`` for ``message`` until the message is garbage-collected."""
         key = id(message)
@@ -98,12 +109,15 @@ class PerMessageCache(Generic[_V]):
     ) -> list[_V]:
         """``[encode(message, profile) for message in messages]``, reusing cached results."""
         table = self.table(profile)
+        entries = table._entries  # pyright: ignore[reportPrivateUsage]  (the hot loop of every step)
         out: list[_V] = []
         for message in messages:
-            value = table.get_for(message)
-            if value is None:
-                value = encode(message, profile)
-                table.put(message, value)
+            entry = entries.get(id(message))
+            if entry is not None and entry[0]() is message:
+                out.append(entry[1])
+                continue
+            value = encode(message, profile)
+            table.put(message, value)
             out.append(value)
         return out
 
