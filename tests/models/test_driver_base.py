@@ -206,7 +206,7 @@ async def test_every_model_can_be_closed_the_same_way() -> None:
         assert (await model.generate([user("q")])).message.text
 
 
-def test_a_subclass_releases_its_own_resources_through_the_hook() -> None:
+async def test_a_subclass_releases_its_own_resources_through_the_hook() -> None:
     """``LocalModel`` (and any driver) inherits ``aclose``/``async with`` and overrides
     ``_release`` for what it holds itself; ``aclose`` calls it even when there is no client."""
     released: list[str] = []
@@ -215,13 +215,8 @@ def test_a_subclass_releases_its_own_resources_through_the_hook() -> None:
         async def _release(self) -> None:
             released.append("weights")
 
-    async def run() -> None:
-        async with Holder("gpt-4o", api_key="k"):
-            pass
-
-    import asyncio
-
-    asyncio.run(run())
+    async with Holder("gpt-4o", api_key="k"):
+        pass
     assert released == ["weights"]
     local = importlib.import_module("tether.models.local").LocalModel
     assert issubclass(local, Driver)
