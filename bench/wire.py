@@ -4,8 +4,9 @@ A run of N steps sends the whole history at each step. tether caches each messag
 step converts only the messages added since the previous one; this bench compares, on the shared
 seeded conversation (bench.generator):
 
-- tether, incremental — ``encode_messages`` at every step, cache kept (what a driver does);
-- tether, cold        — the same without a profile, so nothing is cached (full conversion);
+- tether, incremental — ``encode_messages`` at every step with a per-message cache (what a
+  driver does: each driver owns its cache);
+- tether, cold        — the same without a cache (full conversion at every step);
 - pydantic-ai         — ``OpenAIChatModel._map_messages`` (its OpenAI Chat wire path), every step.
 
 Run: ``python -m bench.wire [--sizes 50,200,800] [--repeat 3]``. Prints per-step microseconds at
@@ -26,16 +27,18 @@ from bench.generator import conversation
 from tether import Message, Reasoning, Text, ToolCall
 from tether.models import Profile
 from tether.models.wire import openai_chat
+from tether.models.wire._memo import PerMessageCache
 
 PROFILE = Profile("openai")
+_CACHE: PerMessageCache[Any] = PerMessageCache()  # what a driver owns
 
 
 def _tether_step(history: Sequence[Message]) -> None:
-    openai_chat.encode_messages(history, profile=PROFILE)
+    openai_chat.encode_messages(history, profile=PROFILE, cache=_CACHE)
 
 
 def _cold_step(history: Sequence[Message]) -> None:
-    openai_chat.encode_messages(history)  # no profile: nothing cached, every message converted
+    openai_chat.encode_messages(history, profile=PROFILE)  # no cache: every message converted
 
 
 def _to_pydantic_ai(history: Sequence[Message]) -> list[Any]:
@@ -120,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         pai_history = _to_pydantic_ai(history)
         results: dict[str, list[tuple[float, float]]] = {"tether": [], "cold": [], "pai": []}
         for _ in range(args.repeat):
-            openai_chat._caches.clear()  # pyright: ignore[reportPrivateUsage]
+            _CACHE.clear()
             results["tether"].append(_run(_tether_step, history, ends))
             results["cold"].append(_run(_cold_step, history, ends))
             if pai_step is not None:

@@ -273,3 +273,32 @@ def test_json_errors_are_one_json_line_on_stderr(invoke: Invoke, tmp_path: Path)
     }
     # without --json the error stays the plain line
     assert_one_line_error(invoke("history", "check", str(bad)), "bad.json", "$[1]")
+
+
+def test_convert_of_100000_levels_of_json_is_one_line_and_exit_2(invoke: Invoke, tmp_path: Path) -> None:
+    """Deep JSON, as an array and inside a message, for a provider format and for tether JSON."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    nested = tmp_path / "nested.json"
+    nested.write_text('[{"role": "user", "content": [' + "[" * 100_000 + "]" * 100_000 + "]}]")
+    for source in ("openai_chat", "anthropic", "gemini", "langchain", "tether"):
+        for path in (deep, nested):
+            line = assert_one_line_error(
+                invoke("history", "convert", str(path), "--from", source, "--to", "openai_chat"), path.name
+            )
+            assert "DecodeError" in line or "not a" in line, line
+
+
+def test_convert_of_a_lone_surrogate_names_where_it_is(invoke: Invoke, tmp_path: Path) -> None:
+    """A client's ``"\\ud800"`` escape (valid JSON grammar, not valid Unicode) in a tool call's
+    arguments is one line naming the JSON path, exit 2."""
+    source = tmp_path / "surrogate.json"
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"q": "\ud800"}'}}
+    source.write_text(
+        json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [call]}])
+    )
+    line = assert_one_line_error(
+        invoke("history", "convert", str(source), "--from", "openai_chat", "--to", "gemini"), "surrogate.json"
+    )
+    assert "$[1].tool_calls[0].function.arguments" in line
+    assert "surrogate" in line

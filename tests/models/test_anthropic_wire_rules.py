@@ -3,6 +3,8 @@ media, per-message caching, and the round trip over generated well-formed histor
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from hypothesis import given
 
@@ -21,6 +23,7 @@ from tether import (
     tool,
     user,
 )
+from tether.models.wire._memo import PerMessageCache
 from tether.models.wire.anthropic import decode_messages, encode_messages, profile_for
 
 
@@ -70,14 +73,18 @@ def test_reasoning_replay_follows_the_profile() -> None:
     assert len(report.losses) == 4
 
 
-def test_empty_assistant_text_and_empty_turns_are_dropped() -> None:
+def test_empty_assistant_turns_are_dropped_and_the_user_turns_around_them_join() -> None:
     history = [user("q"), assistant(""), assistant("", Reasoning("x", provider="openai")), user("again")]
     encoded, report = encode_messages(history)
-    assert [m["role"] for m in encoded] == ["user", "user"]
-    whats = [(loss.message, loss.what) for loss in report.losses]
-    assert (1, "assistant message") in whats
-    assert (2, "assistant message") in whats
-    assert (1, "empty text") in whats
+    # roles still alternate: the two user turns become one, in order
+    assert encoded == [
+        {"role": "user", "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "again"}]}
+    ]
+    whats = [(loss.message, loss.kind, loss.what) for loss in report.losses]
+    assert (1, "dropped", "assistant message") in whats
+    assert (2, "dropped", "assistant message") in whats
+    assert (1, "dropped", "empty text") in whats
+    assert (3, "approximated", "user message") in whats
 
 
 def test_foreign_call_ids_are_rewritten_consistently() -> None:
@@ -136,14 +143,20 @@ def test_tool_results_with_media_become_block_lists() -> None:
 def test_encoding_is_cached_per_message() -> None:
     """A growing history re-encodes only its new messages: old entries come from the cache."""
     history = [user("q"), assistant(ToolCall("toolu_1", "f")), tool(ToolResult("toolu_1", "f", (Text("r"),)))]
-    first, _ = encode_messages(history)
+    cache: PerMessageCache[Any] = PerMessageCache()  # a driver's own
+    claude = profile_for("claude-sonnet-4-5")
+    first, _ = encode_messages(history, profile=claude, cache=cache)
     longer = [*history, assistant("done"), user("more")]
-    second, _ = encode_messages(longer)
+    second, _ = encode_messages(longer, profile=claude, cache=cache)
     assert second[:2] == first[:2]
     assert second[1]["content"][0] is first[1]["content"][0]  # the same cached block object
     assert second[0]["content"][0] is first[0]["content"][0]
-    other_profile, _ = encode_messages(history, profile=profile_for("claude-3-haiku-20240307"))
+    other_profile, _ = encode_messages(history, profile=profile_for("claude-3-haiku-20240307"), cache=cache)
     assert other_profile[0]["content"][0] is not first[0]["content"][0]
+    # without a cache (a format conversion) every call builds fresh blocks
+    fresh, _ = encode_messages(history, profile=claude)
+    assert fresh == first
+    assert fresh[0]["content"][0] is not first[0]["content"][0]
 
 
 def test_text_signatures_from_gemini_are_reported() -> None:

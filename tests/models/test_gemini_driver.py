@@ -35,7 +35,7 @@ from tether import (
 )
 from tether.models import Model, ModelResponse, ModelSettings, ToolDefinition, infer_model
 from tether.models.gemini import GeminiModel, profile_for
-from tether.models.wire.gemini import decode_messages
+from tether.models.wire.gemini import decode_messages, decode_response
 
 from .test_gemini_wire import b64bytes, canonical, load_cassette, next_history, response_of
 
@@ -347,3 +347,53 @@ def test_sdk_parts_are_converted_once_per_message() -> None:
     assert second[1].parts[0] is first[1].parts[0]
     assert second[1].parts[0].thought_signature == b"sig"
     assert len(second) == 5
+
+
+async def test_an_empty_answer_keeps_the_next_request_alternating(provider_samples: Path) -> None:
+    """Gemini answers HTTP 200 with a model turn that is only ``{"text": ""}``; the next request
+    the driver builds has no two user turns in a row, and its report says what happened."""
+    first = load_cassette(provider_samples, "test_google_model_top_p.yaml")[0]
+    empty = {"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}]}
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json=empty if len(sent) == 1 else first["response"]["parsed_body"])
+
+    model = model_for(answer, "gemini-1.5-flash")
+    history = [user(first["request"]["parsed_body"]["contents"][0]["parts"][0]["text"])]
+    response = await model.generate(history)
+    assert response.message.parts == ()
+    history += [response.message, user("Please answer.")]
+    final = await model.generate(history)
+    assert final.message.text == "The capital of France is Paris.\n"
+    assert [c["role"] for c in sent[1]["contents"]] == ["user"]
+    assert [p["text"] for p in sent[1]["contents"][0]["parts"]] == [history[0].text, "Please answer."]
+    report = model.last_request_report
+    assert report is not None
+    assert [(loss.message, loss.what) for loss in report.losses] == [
+        (1, "assistant message"),
+        (2, "user message"),
+    ]
+
+
+async def test_call_ids_without_a_response_id_depend_on_the_body_only(provider_samples: Path) -> None:
+    """A response without ``responseId`` gets call ids from a hash of its body. The same body
+    answered twice, a second apart (different ``date`` headers), gives the same ids: the SDK's
+    record of the HTTP exchange is not part of the body."""
+    recorded = load_cassette(provider_samples, "test_google_tool_config_any_with_tool_without_args.yaml")[0]
+    body = {k: v for k, v in recorded["response"]["parsed_body"].items() if k != "responseId"}
+    dates = iter(["Tue, 01 Jul 2025 10:00:00 GMT", "Tue, 01 Jul 2025 10:00:01 GMT"])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=body, headers={"date": next(dates), "x-request-id": str(id(request))})
+
+    model = model_for(answer, "gemini-2.0-flash")
+    prompt = [user("run bar for me please")]
+    first = await model.generate(prompt, tools=[ToolDefinition("bar")])
+    second = await model.generate(prompt, tools=[ToolDefinition("bar")])
+    assert first.message.tool_calls[0].id == second.message.tool_calls[0].id
+    assert first.message.tool_calls[0].id is not None
+    assert first.message.tool_calls[0].id.startswith("gemini-")
+    # and it is the id the wire mapping gives the body itself
+    assert first.message.tool_calls == decode_response(body).message.tool_calls

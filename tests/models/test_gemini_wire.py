@@ -474,3 +474,84 @@ def test_malformed_contents_name_the_path(contents: object, path: str) -> None:
     with pytest.raises(DecodeError) as caught:
         decode_messages(contents)
     assert caught.value.path == path
+
+
+# -- a model turn that is only {"text": ""} --------------------------------------------------------
+
+# What the Gemini API answered with HTTP 200 in a reported conversation (finishReason STOP and one
+# empty text part: the model chose to say nothing), as quoted in the pydantic-ai issue that hit it.
+EMPTY_TEXT_TURN = {"role": "model", "parts": [{"text": ""}]}
+
+
+def test_an_empty_model_turn_is_kept_reported_and_exported_with_alternating_roles(
+    provider_samples: Path,
+) -> None:
+    question = load_cassette(provider_samples, "test_google_model_top_p.yaml")[0]["request"]["parsed_body"]
+    contents = [
+        *question["contents"],
+        EMPTY_TEXT_TURN,
+        {"role": "user", "parts": [{"text": "Please answer."}]},
+    ]
+    messages, report = decode_messages(contents)
+    assert [m.role for m in messages] == ["user", "assistant", "user"]  # the turn is kept...
+    assert messages[1].parts == ()
+    assert [(loss.message, loss.part, loss.kind, loss.what) for loss in report.losses] == [
+        (1, 0, "dropped", "empty text")  # ...and what it held is reported
+    ]
+    exported, back = encode_messages(messages)
+    assert [c["role"] for c in exported] == ["user"]  # roles alternate: never two user turns in a row
+    assert exported[0]["parts"] == [*question["contents"][0]["parts"], {"text": "Please answer."}]
+    assert [(loss.message, loss.kind, loss.what) for loss in back.losses] == [
+        (1, "dropped", "assistant message"),
+        (2, "approximated", "user message"),
+    ]
+
+
+def test_the_empty_answer_response_decodes_to_an_empty_assistant_message() -> None:
+    body = {
+        "candidates": [{"content": EMPTY_TEXT_TURN, "finishReason": "STOP", "index": 0}],
+        "responseId": "r-empty",
+    }
+    response = decode_response(body)
+    assert response.message.parts == ()
+    assert response.stop_reason == "stop"
+    history = [user("q"), response.message, user("again"), assistant("a"), user("more")]
+    contents, report = encode_messages(history)
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    assert contents[0]["parts"] == [{"text": "q"}, {"text": "again"}]
+    assert {loss.what for loss in report.losses} == {"assistant message", "user message"}
+
+
+# -- streamed delta indexes are final part indexes ---------------------------------------------------
+
+
+def test_deltas_after_server_side_parts_carry_final_part_indexes(provider_samples: Path) -> None:
+    """A recorded file-search stream: the server's ``toolCall`` / ``toolResponse`` parts come
+    first and have no tether part, so the text is part 0 of the final message, and so is every
+    text delta's index. A recorded function call streamed after the text is part 1."""
+    search = next(
+        it
+        for it in load_cassette(
+            provider_samples, "test_google_model_file_search_grounding_gemini_3[True].yaml"
+        )
+        if "stream" in it["request"]["uri"]
+    )
+    chunks = chunks_of(search)
+    assert "toolCall" in chunks[0]["candidates"][0]["content"]["parts"][0]
+    call_chunk = chunks_of(
+        load_cassette(provider_samples, "test_google_streaming_tool_call_thought_signature.yaml")[0]
+    )[0]
+    for stream in (chunks, [*chunks[:-1], call_chunk, chunks[-1]]):
+        accumulator = StreamAccumulator()
+        deltas = [d for chunk in stream for d in accumulator.feed(chunk)]
+        final = accumulator.result().message
+        assert final == decode_response(accumulator.body()).message
+        assert deltas
+        for delta in deltas:
+            part = final.parts[delta.index]
+            expected = {TextDelta: Text, ReasoningDelta: Reasoning, ToolCallDelta: ToolCall}[type(delta)]
+            assert type(part) is expected, (delta, part)
+        text = "".join(d.text for d in deltas if isinstance(d, TextDelta))
+        assert text == final.parts[0].text  # type: ignore[union-attr]
+    calls = [d for d in deltas if isinstance(d, ToolCallDelta)]
+    assert [(d.index, d.name) for d in calls] == [(1, "get_country")]

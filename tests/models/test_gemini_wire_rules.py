@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import mimetypes
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -25,6 +26,7 @@ from tether import (
     tool,
     user,
 )
+from tether.models.wire._memo import PerMessageCache
 from tether.models.wire.gemini import FOREIGN_CALL_SIGNATURE, decode_messages, encode_messages, profile_for
 
 
@@ -110,10 +112,14 @@ def test_url_media_without_a_type_gets_a_guessed_one() -> None:
 
 def test_encoding_is_cached_per_message() -> None:
     history = [user("q"), assistant(ToolCall("c1", "f")), tool(ToolResult("c1", "f", (Text("r"),)))]
-    first, _ = encode_messages(history)
-    second, _ = encode_messages([*history, assistant("done")])
+    cache: PerMessageCache[Any] = PerMessageCache()  # a driver's own
+    first, _ = encode_messages(history, cache=cache)
+    second, _ = encode_messages([*history, assistant("done")], cache=cache)
     assert second[1]["parts"][0] is first[1]["parts"][0]  # the same cached part object
     assert second[:3] == first
+    fresh, _ = encode_messages(history)  # no cache: fresh dicts
+    assert fresh == first
+    assert fresh[1]["parts"][0] is not first[1]["parts"][0]
 
 
 def as_sent(part: Part) -> Part:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import gc
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,12 +25,14 @@ from tether import (
     ToolCall,
     ToolResult,
     assistant,
+    convert,
     system,
     tool,
     user,
 )
 from tether.models import ModelResponse, Profile, ReasoningDelta, TextDelta, ToolCallDelta
-from tether.models.wire import openai_chat
+from tether.models.wire._documented import documented_loss
+from tether.models.wire._memo import PerMessageCache
 from tether.models.wire.openai_chat import (
     StreamAccumulator,
     decode_messages,
@@ -37,9 +41,16 @@ from tether.models.wire.openai_chat import (
     normalize_stop_reason,
 )
 
+from .test_openai_chat_wire import load_cassette
+
 words = st.text(min_size=1, max_size=30)
 json_args = st.dictionaries(st.text(max_size=6), st.integers() | st.text(max_size=6), max_size=3).map(
     lambda d: json.dumps(d)
+)
+
+
+COMPATIBILITY = (Path(__file__).resolve().parents[2] / "docs" / "compatibility.md").read_text(
+    encoding="utf-8"
 )
 
 
@@ -204,11 +215,12 @@ def test_reasoning_is_replayed_only_where_the_profile_accepts_it() -> None:
 def test_encoding_is_cached_per_message_and_per_profile() -> None:
     history = [user("a"), assistant("b")]
     openai = Profile("openai")
-    first, _ = encode_messages(history, profile=openai)
-    second, _ = encode_messages([*history, user("c")], profile=openai)
+    cache: PerMessageCache[Any] = PerMessageCache()  # a driver's own
+    first, _ = encode_messages(history, profile=openai, cache=cache)
+    second, _ = encode_messages([*history, user("c")], profile=openai, cache=cache)
     assert first[0] is second[0]
     assert first[1] is second[1]
-    other, _ = encode_messages(history, profile=Profile("groq"))
+    other, _ = encode_messages(history, profile=Profile("groq"), cache=cache)
     assert other[0] == first[0]
     assert other[0] is not first[0]
     # exporting (no profile) hands out fresh dicts the caller may change
@@ -275,12 +287,12 @@ def test_transcript_import_reports_what_tether_cannot_hold() -> None:
     messages, report = decode_messages(items)
     assert [m.role for m in messages] == ["system", "user", "assistant", "tool"]
     assert messages[2].tool_calls[0].id is None
-    assert {(loss.message, loss.what) for loss in report.losses} == {
-        (0, "developer role"),
-        (1, "input_audio content"),
-        (1, "participant name"),
-        (2, "tool call id"),
-        (3, "tool name"),
+    assert {(loss.message, loss.part, loss.what) for loss in report.losses} == {
+        (0, None, "developer role"),
+        (1, 0, "input_audio content"),
+        (1, None, "participant name"),
+        (2, None, "tool call id"),
+        (3, None, "tool name"),
     }
 
 
@@ -472,8 +484,9 @@ def test_response_parts_and_message_stamps() -> None:
 
 def test_a_cache_entry_goes_away_with_its_message() -> None:
     message = user("short-lived")
-    encode_messages([message], profile=Profile("cache-probe"))
-    table = openai_chat._caches[Profile("cache-probe")]  # pyright: ignore[reportPrivateUsage]
+    cache: PerMessageCache[Any] = PerMessageCache()
+    encode_messages([message], profile=Profile("cache-probe"), cache=cache)
+    table = cache[Profile("cache-probe")]
     key = id(message)
     assert key in table
     del message
@@ -501,7 +514,8 @@ def test_tool_results_with_media_import_whole() -> None:
     assert messages[1] == tool(
         ToolResult("a", "shot", (Text("see"), Image(url="https://x/i.png"))), ToolResult("nobody", "", ())
     )
-    assert [(loss.message, loss.part, loss.what) for loss in report.losses] == [(1, 1, "tool name")]
+    # source positions: the third entry of the list, a field of it (no content index)
+    assert [(loss.message, loss.part, loss.what) for loss in report.losses] == [(2, None, "tool name")]
     _, back = encode_messages(messages)
     assert [(loss.message, loss.part, loss.what) for loss in back.losses] == [(1, 0, "image in tool result")]
 
@@ -517,3 +531,123 @@ def test_what_a_url_image_or_an_untitled_pdf_cannot_keep_is_reported() -> None:
         (0, "dropped", "image media type"),
         (1, "approximated", "document title"),
     ]
+
+
+# -- import reports: source positions, every loss listed -------------------------------------------
+
+
+def _sdk_checked(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` validated against the openai SDK's own request types: the shapes the SDK
+    documents for ``messages`` (image ``detail``, ``input_audio`` parts, participant names)."""
+    from openai.types.chat import ChatCompletionMessageParam
+    from pydantic import TypeAdapter
+
+    TypeAdapter(list[ChatCompletionMessageParam]).validate_python(items)
+    return items
+
+
+def test_import_losses_name_source_positions_and_are_all_documented() -> None:
+    """Losses point at the source list (entry index, index in its ``content``), not at tether's
+    messages, even where they differ: consecutive ``tool`` entries merge into one message, dropped
+    parts shift later ones. Every reported loss is one docs/compatibility.md lists."""
+    items = _sdk_checked(
+        [
+            {"role": "system", "content": "be brief"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+                    {"type": "text", "text": "what is on this picture?"},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "https://example.com/a.png", "detail": "high"},
+                    },
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "zoom", "arguments": "{}"}},
+                    {"id": "b", "type": "function", "function": {"name": "crop", "arguments": "{}"}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": "zoomed"},
+            {"role": "tool", "tool_call_id": "nobody", "content": "lost"},
+            {
+                "role": "user",
+                "name": "ann",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "https://example.com/b.png", "detail": "low"}}
+                ],
+            },
+        ]
+    )
+    messages, report = decode_messages(items)
+    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "user"]
+    assert [(loss.message, loss.part, loss.kind, loss.what) for loss in report.losses] == [
+        (1, 0, "dropped", "input_audio content"),
+        (1, 2, "dropped", "image detail"),
+        (4, None, "approximated", "tool name"),
+        (5, 0, "dropped", "image detail"),
+        (5, None, "dropped", "participant name"),
+    ]
+    for loss in report.losses:
+        assert documented_loss("openai_chat", loss.what, loss.kind), loss
+        assert f"`{loss.what}`" in COMPATIBILITY or loss.what.endswith(" content"), loss
+    assert "`<type> content`" in COMPATIBILITY
+    assert "`input_audio`" in COMPATIBILITY
+
+
+def test_recorded_reasoning_is_kept_whichever_field_carries_it(provider_samples: Path) -> None:
+    """Ollama answers with ``reasoning`` (recorded); vLLM's server writes ``reasoning_content``
+    and, since it added ``reasoning``, sends the other one as ``null``. The text is kept either way,
+    and a second reasoning text that differs is reported, never dropped silently."""
+    interaction = load_cassette(
+        provider_samples / "ollama" / "test_ollama_local_native_output_uses_json_schema.yaml"
+    )[0]
+    recorded = interaction["response"]["parsed_body"]["choices"][0]["message"]
+    thought = recorded["reasoning"]
+    question = interaction["request"]["parsed_body"]["messages"]
+    for message in (recorded, {**recorded, "reasoning_content": None}, {**recorded, "reasoning_content": ""}):
+        messages, report = decode_messages([*question, message])
+        assert messages[-1].parts[0] == Reasoning(thought)
+        assert report.lossless
+    both = {**recorded, "reasoning_content": "an earlier draft"}
+    messages, report = decode_messages([*question, both])
+    assert messages[-1].parts[0] == Reasoning("an earlier draft")
+    assert [(loss.message, loss.part, loss.what) for loss in report.losses] == [(1, None, "reasoning field")]
+    shaped = {**recorded, "reasoning": {"summary": thought}}  # an object, as some proxies send
+    messages, report = decode_messages([*question, shaped])
+    assert not any(type(p) is Reasoning for p in messages[-1].parts)
+    assert [(loss.message, loss.kind, loss.what) for loss in report.losses] == [
+        (1, "dropped", "reasoning field")
+    ]
+    assert all(documented_loss("openai_chat", loss.what, loss.kind) for loss in report.losses)
+
+
+@pytest.mark.parametrize(
+    ("folder", "fmt", "key"),
+    [
+        ("openai-chat", "openai_chat", "messages"),
+        ("groq", "openai_chat", "messages"),
+        ("ollama", "openai_chat", "messages"),
+        ("openai-responses", "openai_responses", "input"),
+        ("anthropic", "anthropic", "messages"),
+        ("gemini", "gemini", "contents"),
+    ],
+)
+def test_every_loss_reported_on_recorded_requests_is_documented(
+    provider_samples: Path, folder: str, fmt: str, key: str
+) -> None:
+    reported = 0
+    for path in sorted((provider_samples / folder).glob("*.yaml")):
+        for interaction in yaml.safe_load(path.read_text())["interactions"]:
+            body = interaction["request"].get("parsed_body")
+            if not isinstance(body, dict) or not isinstance(body.get(key), list):
+                continue
+            _, report = convert.FORMATS[fmt].load(body[key])
+            for loss in report.losses:
+                assert documented_loss(fmt, loss.what, loss.kind), (path.name, loss)
+                reported += 1
+    assert reported or fmt == "openai_chat"

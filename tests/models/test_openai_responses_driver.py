@@ -349,3 +349,38 @@ async def test_cancelling_mid_stream_closes_the_response() -> None:
         await task
     assert received == [TextDelta(0, "Hel")]
     assert body.closed
+
+
+async def test_store_false_conversation_on_gpt_4o_sends_no_item_ids(provider_samples: Path) -> None:
+    """A tool round trip on ``gpt-4o`` through the SDK: the second request carries the
+    ``function_call`` without its ``fc_…`` id, as the recorded client sent it (with ``store=false``
+    the API cannot resolve that id), and a third request carries the ``message`` without its
+    ``msg_…`` id. Nothing about it is reported: the ids were never needed."""
+    interactions = _interactions(
+        provider_samples, "test_openai_responses_model_simple_response_with_tool_call.yaml"
+    )
+    first, second = (i["request"]["parsed_body"] for i in interactions)
+    answer = interactions[1]["response"]["parsed_body"]
+    recorded = Recorded([*interactions, interactions[1]])  # the third request is answered again
+    model = _model("gpt-4o", recorded)
+    history = [Message("user", (Text(first["input"][0]["content"]),))]
+    response = await model.generate(history, tools=_tools(first))
+    call = response.message.tool_calls[0]
+    assert call.provider_id is not None
+    assert call.provider_id.startswith("fc_")  # kept in the history...
+    history += [response.message, Message("tool", (ToolResult(call.id or "", call.name, "Potato City"),))]
+    final = await model.generate(history, tools=_tools(first))
+    sent = recorded.sent[1]
+    assert sent["store"] is False
+    assert "include" not in sent
+    _same_input(sent["input"], second["input"])
+    assert "id" not in sent["input"][1]  # ...but not sent
+    assert model.last_request_report is not None
+    assert model.last_request_report.lossless
+    assert final.message.parts[0] == Text(
+        answer["output"][0]["content"][0]["text"], provider_id=answer["output"][0]["id"]
+    )
+    history += [final.message, Message("user", (Text("And its population?"),))]
+    await model.generate(history, tools=_tools(first))
+    assert all("id" not in item for item in recorded.sent[2]["input"])
+    assert recorded.sent[2]["input"][3] == {"role": "assistant", "content": final.message.text}

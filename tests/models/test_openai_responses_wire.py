@@ -14,6 +14,7 @@ import yaml
 from tether import DecodeError, Document, Image, Message, Reasoning, Text, ToolCall, ToolResult
 from tether.models import ReasoningDelta, TextDelta, ToolCallDelta
 from tether.models.wire import openai_responses as wire
+from tether.models.wire._memo import PerMessageCache
 
 FOLDER = "openai-responses"
 
@@ -253,6 +254,7 @@ def test_text_item_ids_survive_decode_and_encode(provider_samples: Path) -> None
     message = wire.decode_response(body).message
     text = next(p for p in message.parts if type(p) is Text)
     assert text.provider_id == body["output"][1]["id"]
+    assert text.signature is None  # the msg_ id is not a signature
     items, report = wire.encode_messages([message], profile=wire.default_profile("gpt-5.5"))
     assert report.lossless
     assert [i.get("id") for i in items] == [o["id"] for o in body["output"]]
@@ -410,11 +412,204 @@ def test_encoding_is_cached_per_message_for_drivers() -> None:
     message = Message(
         "assistant", (Reasoning("r", signature="e", provider="openai", provider_id="rs_1"), Text("t"))
     )
-    first, _ = wire.encode_messages([message], profile=profile)
-    second, report = wire.encode_messages([Message("user", (Text("q"),)), message], profile=profile)
+    cache: PerMessageCache[Any] = PerMessageCache()  # a driver's own
+    first, _ = wire.encode_messages([message], profile=profile, cache=cache)
+    second, report = wire.encode_messages(
+        [Message("user", (Text("q"),)), message], profile=profile, cache=cache
+    )
     assert second[1:] == first
     assert second[1] is first[0]  # the same encoded item, not re-built
     assert report.lossless
     fresh, _ = wire.encode_messages([message])
     assert fresh == first
     assert fresh[0] is not first[0]  # conversions hand out fresh dicts
+
+
+# -- store=false: item ids only where the API needs them -------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "index"), CHAINS)
+def test_store_false_requests_carry_exactly_the_recorded_item_ids(
+    provider_samples: Path, name: str, index: int
+) -> None:
+    """The next request a driver builds carries an item id exactly where the recorded client sent
+    one: on the items paired with a replayed reasoning item (``gpt-5``, ``gpt-5.5``), never on a
+    ``gpt-4o`` / ``gpt-4.1`` message or function call (with ``store=false`` the API answers "Item
+    with id … not found" for those)."""
+    interactions = _cassette(provider_samples, name)
+    request = _body(interactions[index]["request"])
+    following = _body(interactions[index + 1]["request"])
+    response = wire.decode_response(_response_of(interactions[index]))
+    prefix = len(request["input"])
+    rest = following["input"][prefix:]
+    start = next(i for i, item in enumerate(rest) if _is_new_input(item))
+    history, _ = wire.decode_messages(request["input"])
+    new_messages, _ = wire.decode_messages(rest[start:])
+    profile = wire.default_profile(following["model"])
+    items, report = wire.encode_messages([*history, response.message, *new_messages], profile=profile)
+    expected = [i for i in following["input"] if not _artifact(i)]
+    assert [(i.get("type", "message"), i.get("id")) for i in items] == [
+        (i.get("type", "message"), i.get("id")) for i in expected
+    ]
+    assert view(items) == view(expected)
+    assert all(
+        "message item id" not in loss.what and "function_call id" not in loss.what for loss in report.losses
+    )
+
+
+def test_ids_of_items_not_paired_with_a_replayed_reasoning_item_are_left_out() -> None:
+    """Within one assistant message: items after a replayed reasoning item keep their ids; items
+    before any reasoning, and reasoning without ``encrypted_content`` (the API cannot resolve its
+    id when nothing is stored), do not."""
+    message = Message(
+        "assistant",
+        (
+            Text("before", provider_id="msg_0"),
+            Reasoning("r1", signature="ENC1", provider="openai", provider_id="rs_1"),
+            Text("paired", provider_id="msg_1"),
+            ToolCall("call_1", "f", "{}", provider_id="fc_1"),
+            Reasoning("r2", provider="openai", provider_id="rs_2"),  # no encrypted_content
+            ToolCall("call_2", "g", "{}", provider_id="fc_2"),
+        ),
+        provider="openai",
+        model="gpt-5",
+    )
+    items, report = wire.encode_messages([message], profile=wire.default_profile("gpt-5"))
+    assert [(i.get("type", "message"), i.get("id")) for i in items] == [
+        ("message", None),
+        ("reasoning", "rs_1"),
+        ("message", "msg_1"),
+        ("function_call", "fc_1"),
+        ("function_call", None),
+    ]
+    assert items[0] == {"role": "assistant", "content": "before"}
+    assert [(loss.part, loss.kind, loss.what) for loss in report.losses] == [
+        (4, "dropped", "reasoning"),
+        (5, "approximated", "function_call id"),
+    ]
+    assert "encrypted_content" in report.losses[0].reason
+    # a format conversion keeps every id (the transcript is not a stateless request)
+    exported, converted = wire.encode_messages([message])
+    assert [i.get("id") for i in exported] == ["msg_0", "rs_1", "msg_1", "fc_1", "rs_2", "fc_2"]
+    assert converted.lossless
+
+
+# -- raw reasoning text (Responses-compatible servers) ----------------------------------------------
+
+# A reasoning item as Responses-compatible servers (vLLM, Ollama) return it for open-weight models:
+# no summary, no encrypted_content, the reasoning as ``content`` entries of type
+# ``reasoning_text``. Validated below against the openai SDK's own response types.
+_RAW_REASONING_RESPONSE = {
+    "id": "resp_local_1",
+    "object": "response",
+    "created_at": 1760000000,
+    "status": "completed",
+    "model": "openai/gpt-oss-20b",
+    "output": [
+        {
+            "id": "rs_local_1",
+            "type": "reasoning",
+            "summary": [],
+            "content": [{"type": "reasoning_text", "text": "The user greets me; answer briefly."}],
+        },
+        {
+            "id": "msg_local_1",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Hello!", "annotations": []}],
+        },
+    ],
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+}
+
+
+def test_raw_reasoning_text_is_kept_not_dropped() -> None:
+    from openai.types.responses import Response
+
+    Response.model_validate(_RAW_REASONING_RESPONSE)  # the shape the SDK itself accepts
+    message = wire.decode_response(_RAW_REASONING_RESPONSE).message
+    assert message.parts[0] == Reasoning(
+        "The user greets me; answer briefly.", provider="openai", provider_id="rs_local_1"
+    )
+    assert message.parts[1] == Text("Hello!", provider_id="msg_local_1")
+    # a transcript holding it imports the text too, and says how it will be written back
+    messages, report = wire.decode_messages(_RAW_REASONING_RESPONSE["output"])
+    assert messages[0].parts[0].text == "The user greets me; answer briefly."  # type: ignore[union-attr]
+    assert [(loss.message, loss.part, loss.kind, loss.what) for loss in report.losses] == [
+        (0, None, "approximated", "reasoning content")
+    ]
+
+
+def test_raw_reasoning_text_streams_as_reasoning_deltas() -> None:
+    events = [
+        {
+            "type": "response.created",
+            "response": {**_RAW_REASONING_RESPONSE, "output": [], "status": "in_progress"},
+        },
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"id": "rs_local_1", "type": "reasoning"},
+        },
+        {
+            "type": "response.reasoning_text.delta",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "The user ",
+        },
+        {
+            "type": "response.reasoning_text.delta",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "greets me; answer briefly.",
+        },
+        {
+            "type": "response.output_item.done",
+            "output_index": 0,
+            "item": _RAW_REASONING_RESPONSE["output"][0],
+        },
+        {
+            "type": "response.output_item.added",
+            "output_index": 1,
+            "item": {"id": "msg_local_1", "type": "message"},
+        },
+        {"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "Hello!"},
+        {
+            "type": "response.output_item.done",
+            "output_index": 1,
+            "item": _RAW_REASONING_RESPONSE["output"][1],
+        },
+        {"type": "response.completed", "response": _RAW_REASONING_RESPONSE},
+    ]
+    accumulator = wire.StreamAccumulator()
+    deltas = [d for event in events for d in accumulator.feed(event)]
+    final = accumulator.result().message
+    assert final == wire.decode_response(_RAW_REASONING_RESPONSE).message
+    assert [(type(d).__name__, d.index) for d in deltas] == [
+        ("ReasoningDelta", 0),
+        ("ReasoningDelta", 0),
+        ("TextDelta", 1),
+    ]
+    assert "".join(d.text for d in deltas if isinstance(d, ReasoningDelta)) == final.parts[0].text  # type: ignore[union-attr]
+
+
+def test_adr_0007_names_the_field_that_holds_message_item_ids() -> None:
+    """The decision record says what the code does: ``msg_…`` ids live in ``Text.provider_id``."""
+    adr = (Path(__file__).resolve().parents[2] / "docs" / "adr" / "0007-convert-and-responses.md").read_text()
+    section = adr[adr.index("### The Responses wire") : adr.index("### `tether.convert`")]
+    assert "id (`msg_…`) in `Text.provider_id`" in section
+    assert "kept in `Text.signature`" not in adr
+    message = wire.decode_messages(
+        [
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": "msg_1",
+                "content": [{"type": "output_text", "text": "t"}],
+            }
+        ]
+    )[0][0]
+    assert message.parts == (Text("t", provider_id="msg_1"),)

@@ -17,8 +17,9 @@ index, what was dropped or approximated — nothing is lost silently. Formats:
 
 Provider formats share the drivers' wire mappings (``tether.models.wire``). ``from_*`` accepts
 parsed JSON or JSON text; malformed input raises ``DecodeError`` with the JSON path of the
-offending element. :func:`convert` goes from any format to any other (the CLI's
-``tether history convert``).
+offending element, and so do strings holding lone surrogates and nesting deeper than
+``MAX_DEPTH`` levels, never a bare ``UnicodeEncodeError`` or ``RecursionError``.
+:func:`convert` goes from any format to any other (the CLI's ``tether history convert``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from tether.convert._input import MAX_DEPTH, check_text, explain_text, load_json
 from tether.convert._langchain import from_langchain, to_langchain
 from tether.convert._openai_agents import from_openai_agents, to_openai_agents
 from tether.convert._providers import (
@@ -36,19 +38,19 @@ from tether.convert._providers import (
     from_gemini,
     from_openai_chat,
     from_openai_responses,
-    load_json,
     to_anthropic,
     to_gemini,
     to_openai_chat,
     to_openai_responses,
 )
 from tether.convert._pydantic_ai import from_pydantic_ai, to_pydantic_ai
-from tether.errors import UserError
+from tether.errors import DecodeError, UserError
 from tether.messages import Message, dumps, loads
 from tether.models.wire import ConversionReport, Loss
 
 __all__ = [
     "FORMATS",
+    "MAX_DEPTH",
     "ConversionReport",
     "Format",
     "Loss",
@@ -74,9 +76,18 @@ __all__ = [
 
 def from_tether(data: object) -> tuple[list[Message], ConversionReport]:
     """The tether JSON contract (text, or an already-parsed list) → messages, losslessly."""
-    if not isinstance(data, str | bytes | bytearray):
-        data = msgspec.json.encode(load_json(data))
-    return loads(data), ConversionReport()
+    if isinstance(data, str):
+        check_text(data)
+    elif not isinstance(data, bytes | bytearray):
+        try:
+            data = msgspec.json.encode(load_json(data))
+        except TypeError as exc:  # a Python value JSON has no form for
+            raise DecodeError(f"not JSON: {exc}", path="$") from None
+    try:
+        return loads(data), ConversionReport()
+    except DecodeError:
+        explain_text(data)  # a lone surrogate escape gets its JSON path
+        raise
 
 
 def to_tether(messages: Sequence[Message]) -> tuple[list[Any], ConversionReport]:

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import msgspec
 
-from tether.convert._providers import load_json
+from tether.convert._input import load_json
 from tether.messages import (
     Document,
     Image,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tether.convert._providers import load_json
+from tether.convert._input import load_json
 from tether.messages import Message
 from tether.models.wire import ConversionReport
 from tether.models.wire import openai_responses as wire

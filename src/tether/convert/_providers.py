@@ -1,20 +1,21 @@
 """Provider transcript formats: thin wrappers over the drivers' wire mappings.
 
 ``from_<format>`` accepts the message list itself, a whole request body (``messages`` /
-``input`` / ``contents``), or its JSON text. A body's out-of-list system prompt (Responses
+``input`` / ``contents``), or its JSON text; either way it passes the input gate
+(:mod:`tether.convert._input`: lone surrogates and deep nesting are a ``DecodeError``). A body's
+out-of-list system prompt (Responses
 ``instructions``, Anthropic ``system``, Gemini ``systemInstruction``) becomes a leading ``system``
 message. ``to_<format>`` returns the message list; formats whose list has no system role
-(Anthropic, Gemini) drop system messages and say so in the report.
+(Anthropic, Gemini) drop system messages and say so in the report. Exports are built without
+the drivers' per-message caches: the caller owns every dict it gets.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
-import msgspec
-
+from tether.convert._input import load_json
 from tether.messages import Message, Text
 from tether.models.wire import ConversionReport
 from tether.models.wire import anthropic as anthropic_wire
@@ -42,16 +43,6 @@ class Decoder(Protocol):
     def __call__(self, items: object, /, *, path: str = "$") -> tuple[list[Message], ConversionReport]: ...
 
 
-def load_json(data: object) -> object:
-    """JSON text (``str``/``bytes``) parsed; anything else returned unchanged."""
-    if isinstance(data, str | bytes | bytearray):
-        try:
-            return msgspec.json.decode(data)
-        except msgspec.DecodeError as exc:
-            raise fail(f"not valid JSON: {exc}", "$") from None
-    return data
-
-
 def _import(
     data: object, key: str, decode: Decoder, system: Callable[[Mapping[str, Any]], str | None]
 ) -> tuple[list[Message], ConversionReport]:
@@ -66,11 +57,6 @@ def _import(
     if prompt is not None:
         messages.insert(0, Message("system", (Text(prompt),)))
     return messages, report
-
-
-def _fresh(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # Wire encoders share dicts with their per-message cache: hand the caller its own copy.
-    return copy.deepcopy(items)
 
 
 def _text_prompt(value: object, path: str) -> str | None:
@@ -101,8 +87,7 @@ def from_openai_chat(data: object) -> tuple[list[Message], ConversionReport]:
 
 def to_openai_chat(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], ConversionReport]:
     """Messages → a Chat Completions ``messages`` list (reasoning has no place there: reported)."""
-    items, report = openai_chat_wire.encode_messages(messages)
-    return _fresh(items), report
+    return openai_chat_wire.encode_messages(messages)
 
 
 # -- OpenAI Responses ---------------------------------------------------------------------------
@@ -144,8 +129,7 @@ def from_anthropic(data: object) -> tuple[list[Message], ConversionReport]:
 def to_anthropic(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], ConversionReport]:
     """Messages → an Anthropic ``messages`` list. System messages are dropped and reported (the
     API takes them as the separate ``system`` field)."""
-    items, report = anthropic_wire.encode_messages(messages)
-    return _fresh(items), report
+    return anthropic_wire.encode_messages(messages)
 
 
 # -- Gemini -------------------------------------------------------------------------------------
@@ -168,5 +152,4 @@ def from_gemini(data: object) -> tuple[list[Message], ConversionReport]:
 def to_gemini(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], ConversionReport]:
     """Messages → Gemini ``contents``. System messages are dropped and reported (the API takes
     them as ``systemInstruction``)."""
-    items, report = gemini_wire.encode_messages(messages)
-    return _fresh(items), report
+    return gemini_wire.encode_messages(messages)

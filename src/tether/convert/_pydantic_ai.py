@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import msgspec
 
-from tether.convert._providers import load_json
+from tether.convert._input import load_json
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from tether.models.wire import ConversionReport
 from tether.models.wire._json import b64decode_either, fail, given, obj, opt_obj, opt_str, seq, string

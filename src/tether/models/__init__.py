@@ -15,6 +15,8 @@ from tether.models._base import (
     TextDelta,
     ToolCallDelta,
     ToolDefinition,
+    aclose_model,
+    with_limits,
 )
 from tether.models._registry import PROVIDERS, infer_model
 
@@ -30,5 +32,7 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "ToolDefinition",
+    "aclose_model",
     "infer_model",
+    "with_limits",
 ]

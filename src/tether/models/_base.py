@@ -7,9 +7,10 @@ It never executes tools: the agent owns the tool loop.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from tether.errors import UserError
 from tether.messages import Message, Usage
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "ToolDefinition",
+    "aclose_model",
+    "with_limits",
 ]
 
 ReasoningReplay: TypeAlias = Literal["same-provider", "same-family", "never"]
@@ -32,7 +35,12 @@ the same model family, or none (dropped and reported)."""
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """What a driver/model family can take. Drivers check content against it before any I/O."""
+    """What a driver/model family can take. Drivers check content against it before any I/O.
+
+    ``context_window`` (tokens of input and output together) and ``max_output_tokens`` (the most
+    one response may generate) are the provider's published limits for the family, ``None`` where
+    none is published or known (data for context compaction; drivers do not enforce them). A
+    driver's ``context_window=`` / ``max_output_tokens=`` arguments override them."""
 
     provider: str
     family: str = ""
@@ -47,6 +55,25 @@ class Profile:
     reasoning_replay: ReasoningReplay = "never"
     parallel_tool_calls: bool = True
     streaming: bool = True
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+
+
+def with_limits(
+    profile: Profile, *, context_window: int | None = None, max_output_tokens: int | None = None
+) -> Profile:
+    """``profile`` with the given token limits replacing its own (``None`` keeps the profile's).
+    A limit that is not a positive integer raises ``UserError``."""
+    for name, value in (("context_window", context_window), ("max_output_tokens", max_output_tokens)):
+        if value is not None and (type(value) is not int or value <= 0):
+            raise UserError(f"{name} must be a positive integer of tokens, not {value!r}")
+    if context_window is None and max_output_tokens is None:
+        return profile
+    return replace(
+        profile,
+        context_window=profile.context_window if context_window is None else context_window,
+        max_output_tokens=profile.max_output_tokens if max_output_tokens is None else max_output_tokens,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +143,16 @@ StreamEvent: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta | ModelRespo
 
 @runtime_checkable
 class Model(Protocol):
-    """A language model behind one provider API."""
+    """A language model behind one provider API.
+
+    Lifecycle: a model that holds connections (every shipped driver) also has ``async def
+    aclose()`` and is an async context manager (``async with model: ...``); ``aclose`` releases
+    what the model created itself (its SDK client, its HTTP connections) and leaves a client the
+    caller passed in open. A closed driver opens a new client on its next request; ``aclose`` is
+    idempotent. The offline models (``FunctionModel``, ``TestModel``) have a no-op ``aclose``.
+    ``aclose`` is not required of a ``Model`` (models written before it was documented still
+    satisfy the protocol): call :func:`aclose_model`, which closes any model that has it.
+    """
 
     @property
     def name(self) -> str: ...
@@ -145,3 +181,11 @@ class Model(Protocol):
     ) -> AsyncIterator[StreamEvent]:
         """One streamed request: deltas, then the final ``ModelResponse``."""
         ...
+
+
+async def aclose_model(model: object) -> None:
+    """Close ``model`` if it can be closed (``await model.aclose()``); models without ``aclose``
+    hold nothing to release."""
+    close = getattr(model, "aclose", None)
+    if close is not None:
+        await close()

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from tether.errors import MissingExtra, UserError
 from tether.models._base import Profile
+from tether.models._limits import ANTHROPIC_LIMITS, GEMINI_LIMITS, OPENAI_LIMITS, Limits
 from tether.models._registry import PROVIDERS
+from tether.models.wire._documented import IMPORT_LOSSES
 
 __all__ = ["collect", "main", "render"]
 
@@ -46,6 +48,54 @@ target's family: `claude-sonnet-4-5-20250929` is in `claude-sonnet-4`, `gemini-2
 `ConversionReport`. An Anthropic or Gemini model newer than the families listed takes the
 `claude` / `gemini` row with its own family (`claude-opus-5-1` → `claude-opus-5`,
 `gemini-4-pro` → `gemini-4`). The rules are in [ADR 0005](adr/0005-wire-mapping.md).
+
+*Context window* and *Max output* are the token limits the provider publishes for the family name
+itself (`Profile.context_window`, `Profile.max_output_tokens`; "—" where none is published for
+that name). A driver takes the limits of its exact model from the table of published limits
+below (`claude-opus-4-6` is not `claude-opus-4`); `context_window=` / `max_output_tokens=`
+override them. They are data for context compaction: drivers do not enforce them.
+"""
+
+_LIMITS_HEADER = """
+## Published token limits
+
+A model takes the row with the longest prefix matching its name as a whole name part
+(`gpt-4o` covers `gpt-4o-mini` and `gpt-4o-2024-08-06`; a later minor version such as
+`claude-opus-4-5` or `gpt-5.4` is another model, with its own row or no numbers). *Confirmed by*
+says where the pair was checked: the provider's own model page, a secondary source quoting it
+(gateway or framework model tables), or *unconfirmed* (not found; the announced numbers).
+Gemini publishes an input token limit, listed as its context window; Anthropic's is the standard
+window (a larger one behind a beta header is not counted).
+"""
+
+_RESPONSES_IDS = """
+## OpenAI Responses item ids with `store=false`
+
+The Responses driver is stateless (`store=false`), and the API resolves no item id it did not
+receive in the same request ("Item with id … not found. Items are not persisted when `store` is
+set to false"). So a request carries an item id only where the API needs one:
+
+- a `reasoning` item is sent with its `rs_…` id and its `encrypted_content`, and only when both
+  are there (reasoning without encrypted content is dropped and reported);
+- the items that follow a replayed reasoning item in the same assistant message (its `message`
+  `msg_…` and `function_call` `fc_…` items, up to the next reasoning item) keep their ids, because
+  the API pairs a reasoning item with the items after it;
+- every other `message` and `function_call` item goes without its id: all of them on non-reasoning
+  models (`gpt-4o`, `gpt-4.1`), whose history holds no reasoning. The ids stay in the history
+  (`Text.provider_id`, `ToolCall.provider_id`); leaving them out is not reported, except when the
+  reasoning item they belonged to was left out (then "message item id" / "function_call id").
+
+A format conversion (`tether.convert.to_openai_responses`, `to_openai_agents`) is not a request:
+it keeps every id.
+"""
+
+_IMPORT_HEADER = """
+## What import cannot carry
+
+Everything `tether.convert.from_<format>` (the wires' `decode_messages`) may report, per provider
+format. Report indices are source positions: the index of the entry in the list given and of the
+part inside its content list (no part index for a field of the entry). `<…>` stands for a name
+taken from the input. Anything not listed is imported whole.
 """
 
 
@@ -74,17 +124,56 @@ def _cell(value: bool) -> str:
     return "yes" if value else "—"
 
 
+def _tokens(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+_LIMIT_TABLES: tuple[tuple[str, tuple[Limits, ...]], ...] = (
+    ("`openai`, `openai-responses`", OPENAI_LIMITS),
+    ("`anthropic`", ANTHROPIC_LIMITS),
+    ("`google`", GEMINI_LIMITS),
+)
+
+
+def _limits_section() -> list[str]:
+    lines = [
+        _LIMITS_HEADER,
+        "| Model prefix | Drivers | Context window | Max output | Confirmed by |",
+        "|---|---|---|---|---|",
+    ]
+    for drivers, table in _LIMIT_TABLES:
+        for entry in table:
+            cells = [
+                f"`{entry.prefix}`",
+                drivers,
+                _tokens(entry.context_window),
+                _tokens(entry.max_output_tokens),
+            ]
+            cells.append(entry.source)
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _import_section() -> list[str]:
+    lines = [_IMPORT_HEADER]
+    for fmt, entries in IMPORT_LOSSES.items():
+        lines += ["", f"`{fmt}`:", "", "| Reported | Kind | What |", "|---|---|---|"]
+        lines += [f"| `{what}` | {kind} | {why} |" for what, kind, why in entries]
+    return lines
+
+
 def render() -> str:
     """The full text of docs/compatibility.md."""
     rows, undeclared = collect()
     head = ["Driver", "Provider", "Family", *(title for title, _ in _COLUMNS), "Document types"]
-    head.append("Reasoning replay")
+    head += ["Reasoning replay", "Context window", "Max output"]
     lines = [_HEADER, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for prefix, profile in rows:
         cells = [f"`{prefix}`", f"`{profile.provider}`", f"`{profile.family}`" if profile.family else "(any)"]
         cells.extend(_cell(getattr(profile, attr)) for _, attr in _COLUMNS)
         cells.append(", ".join(f"`{t}`" for t in profile.document_types) or "(any)")
         cells.append(f"`{profile.reasoning_replay}`")
+        cells += [_tokens(profile.context_window), _tokens(profile.max_output_tokens)]
         lines.append("| " + " | ".join(cells) + " |")
     if undeclared:
         names = ", ".join(f"`{p}`" for p in undeclared)
@@ -92,6 +181,9 @@ def render() -> str:
             "",
             f"Drivers without declared profiles (their models carry per-instance profiles): {names}.",
         ]
+    lines += _limits_section()
+    lines.append(_RESPONSES_IDS)
+    lines += _import_section()
     return "\n".join(lines) + "\n"
 
 

@@ -1,24 +1,40 @@
-"""Plumbing the SDK drivers share: the API key lookup, SDK errors → ``ModelHTTPError`` /
-``ModelError``, a raw JSON body → ``ModelResponse``, and the end of a stream. Provider-specific
-choices stay in each driver."""
+"""The ``Driver`` base every driver derives from, and the plumbing the SDK drivers share.
+
+``Driver`` holds what is the same everywhere: the capability profile, the request reports, the
+per-driver memos of the wire conversion, the SDK client's lifecycle (``aclose`` / ``async with``)
+and the skeleton of ``generate`` and ``stream`` (template methods). A driver supplies only what
+differs: how a request is built (``request``), sent (``_send``) and decoded (``_decode_raw``), how a
+stream is opened (``_open_stream``) and accumulated (``_accumulator``), and how SDK errors read
+(``_error``). Helpers: the API key lookup, SDK errors → ``ModelHTTPError`` / ``ModelError``, a raw
+JSON body → ``ModelResponse``, and the end of a stream."""
 
 from __future__ import annotations
 
-import logging
 import os
-import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any, ClassVar, Protocol, Self, cast
 
 import msgspec
 
-from tether.errors import DecodeError, ModelError, ModelHTTPError, UserError
+from tether.errors import DecodeError, ModelError, ModelHTTPError, TetherError, UserError
 from tether.messages import Message
-from tether.models._base import ModelResponse, Profile
+from tether.models._base import (
+    ModelResponse,
+    ModelSettings,
+    Profile,
+    StreamEvent,
+    ToolDefinition,
+    with_limits,
+)
+from tether.models._reports import RequestReports
 from tether.models.wire._common import ConversionReport, check_content
+from tether.models.wire._memo import PerMessageCache
 
 __all__ = [
+    "Driver",
     "RequestReports",
     "api_key",
     "decode_body",
@@ -27,8 +43,6 @@ __all__ = [
     "sdk_error",
     "stream_result",
 ]
-
-_log = logging.getLogger("tether.models")
 
 
 class _StatusError(Protocol):
@@ -48,6 +62,12 @@ class _Accumulator(Protocol):
     @property
     def finished(self) -> bool: ...
     def result(self) -> ModelResponse: ...
+
+
+class Accumulator(_Accumulator, Protocol):
+    """What a wire module's ``StreamAccumulator`` offers a driver."""
+
+    def feed(self, event: Any, /) -> list[StreamEvent]: ...
 
 
 def api_key(explicit: str | None, driver: str, *env: str, default: str | None = None) -> str:
@@ -77,7 +97,7 @@ def request_failed(exc: BaseException, provider: str) -> ModelError:
     return ModelError(f"{provider} request failed: {exc}", stage="model")
 
 
-def sdk_error(exc: Exception, status_error: type[Exception], provider: str) -> ModelError:
+def sdk_error(exc: BaseException, status_error: type[BaseException], provider: str) -> ModelError:
     """``http_error`` for an instance of the SDK's ``status_error`` class, else ``request_failed``."""
     if isinstance(exc, status_error):
         return http_error(cast(_StatusError, exc), provider)
@@ -108,75 +128,66 @@ def stream_result(accumulator: _Accumulator, provider: str, *, end: str) -> Mode
         raise ModelError(f"{provider} streamed a malformed response: {exc}", stage="model") from exc
 
 
-_Logged = tuple["weakref.ReferenceType[Message]", set[tuple[int | None, str]]]
+class Encoder(Protocol):
+    """A wire module's ``encode_messages``: ``cache`` is the driver's own memo."""
+
+    def __call__(
+        self, messages: Sequence[Message], /, *, profile: Profile | None = ..., cache: Any = ...
+    ) -> tuple[list[Any], ConversionReport]: ...
 
 
-class RequestReports:
-    """What a driver's requests could not carry (ADR 0005): the latest request's
-    :class:`~tether.models.wire.ConversionReport`, and one WARNING on the ``tether.models`` logger
-    per (message, part, what), so the steps of a run, which resend the same history, do not repeat
-    a loss already told. Messages are tracked by identity and forgotten with them."""
+class _Memos:
+    """The per-driver memos: content checks passed, and per-message wire encodings."""
+
+    __slots__ = ("checked", "encodings")
 
     def __init__(self) -> None:
-        self.last: ConversionReport | None = None
-        self._logged: dict[int, _Logged] = {}
-
-    def record(self, driver: str, messages: Sequence[Message], report: ConversionReport) -> None:
-        """Keep ``report`` as the latest and log the losses not logged before."""
-        self.last = report
-        for loss in report.losses:
-            if not 0 <= loss.message < len(messages):  # pragma: no cover - encoders index messages
-                continue
-            message = messages[loss.message]
-            entry = self._logged.get(id(message))
-            if entry is None or entry[0]() is not message:
-                entry = self._logged[id(message)] = (weakref.ref(message, self._forget(id(message))), set())
-            key = (loss.part, loss.what)
-            if key in entry[1]:
-                continue
-            entry[1].add(key)
-            where = "" if loss.part is None else f" part {loss.part}"
-            _log.warning(
-                "%s request %s message %d%s %s: %s",
-                driver,
-                loss.kind,
-                loss.message,
-                where,
-                loss.what,
-                loss.reason,
-            )
-
-    def _forget(self, key: int) -> Callable[[weakref.ReferenceType[Message]], None]:
-        def forget(ref: weakref.ReferenceType[Message]) -> None:
-            current = self._logged.get(key)
-            if current is not None and current[0] is ref:
-                del self._logged[key]
-
-        return forget
-
-
-Encoder = Callable[..., tuple[list[dict[str, Any]], ConversionReport]]
+        self.checked: PerMessageCache[bool] = PerMessageCache()
+        self.encodings: PerMessageCache[Any] = PerMessageCache()
 
 
 class Driver(ABC):
-    """What every driver shares: its profile, the report of its latest request, and the one way
-    a request's messages go onto the wire."""
+    """What every driver shares: its profile, the report of its latest request, the one way a
+    request's messages go onto the wire, the SDK client's lifecycle, and the skeleton of
+    ``generate`` / ``stream``.
+
+    Closing: ``await driver.aclose()`` (or ``async with driver: ...``) closes the SDK client the
+    driver created and, through :meth:`_release`, whatever a subclass holds; a client passed in by
+    the caller is never closed. The next request after ``aclose`` opens a new client.
+    """
 
     _profile: Profile
     _reports: RequestReports
+    _provider: str = ""
+    """The provider label in errors (``"openai"``, ``"anthropic"``…)."""
+    _stream_end: ClassVar[str] = "a finish reason"
+    """What marks a complete stream, named in the error for a stream cut before it."""
+    _failures: ClassVar[tuple[type[BaseException], ...]] = ()
+    """The SDK exceptions :meth:`_error` translates (others propagate unchanged)."""
+    _given_client: Any = None
+    _own_client: Any = None
+    _driver_memos: _Memos | None = None
+
+    def __init__(
+        self,
+        *,
+        profile: Profile,
+        client: object = None,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
+    ) -> None:
+        """``profile`` with the caller's token limits applied; ``client`` a ready SDK client the
+        caller owns (the driver never closes it), or ``None`` to create one on first use."""
+        self._profile = with_limits(
+            profile, context_window=context_window, max_output_tokens=max_output_tokens
+        )
+        self._reports = RequestReports()
+        self._given_client = client
 
     @property
     @abstractmethod
     def name(self) -> str:
         """``provider:model``."""
-
-    def _wire(self, messages: Sequence[Message], encode: Encoder) -> list[dict[str, Any]]:
-        """Check ``messages`` against the profile (``UnsupportedContent`` before any I/O), encode
-        them with the driver's wire module, and record what the encoding could not carry."""
-        check_content(messages, self._profile)
-        encoded, report = encode(messages, profile=self._profile)
-        self._reports.record(self.name, messages, report)
-        return encoded
 
     @property
     def profile(self) -> Profile:
@@ -189,3 +200,152 @@ class Driver(ABC):
         indices into the messages it was given), or ``None`` before the first request. Each loss
         is also logged once at WARNING on the ``tether.models`` logger."""
         return self._reports.last
+
+    # -- the wire ---------------------------------------------------------------------------------
+    def _memos(self) -> _Memos:
+        memos = self._driver_memos
+        if memos is None:  # created on first use: subclasses need not call Driver.__init__
+            memos = self._driver_memos = _Memos()
+        return memos
+
+    def _wire(self, messages: Sequence[Message], encode: Encoder) -> list[Any]:
+        """Check ``messages`` against the profile (``UnsupportedContent`` before any I/O), encode
+        them with the driver's wire module (memoized per message in this driver), and record what
+        the encoding could not carry."""
+        memos = self._memos()
+        check_content(messages, self._profile, passed=memos.checked)
+        encoded, report = encode(messages, profile=self._profile, cache=memos.encodings)
+        self._reports.record(self.name, messages, report)
+        return encoded
+
+    # -- the client's lifecycle -------------------------------------------------------------------
+    def _sdk(self) -> Any:
+        """The SDK client: the caller's, else the driver's own (created on first use)."""
+        if self._given_client is not None:
+            return self._given_client
+        if self._own_client is None:
+            self._own_client = self._new_client()
+        return self._own_client
+
+    def _new_client(self) -> Any:
+        """Create the SDK client this driver owns (drivers that talk to an SDK override this)."""
+        raise NotImplementedError(f"{type(self).__name__} does not create an SDK client")
+
+    async def _close_client(self, client: Any) -> None:  # noqa: B027 - an optional hook
+        """Close a client this driver created (drivers override this with their SDK's close)."""
+
+    async def _release(self) -> None:  # noqa: B027 - an optional hook
+        """Release what a subclass holds besides the SDK client (weights, threads, files).
+        Called by :meth:`aclose`; the default holds nothing."""
+
+    async def aclose(self) -> None:
+        """Close what this driver created: its own SDK client (and the HTTP connections it holds)
+        and, through :meth:`_release`, a subclass's own resources. A client passed in by the caller
+        stays open. Idempotent; a later request opens a new client."""
+        client, self._own_client = self._own_client, None
+        try:
+            await self._release()
+        finally:
+            if client is not None:
+                await self._close_client(client)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- one request: the template ------------------------------------------------------------------
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> Any:
+        """What the driver sends for this call (the SDK call's arguments), built without I/O.
+
+        Raises ``UnsupportedContent`` for a part the profile cannot take."""
+        raise NotImplementedError(f"{type(self).__name__} must implement request()")
+
+    async def _send(self, request: Any, settings: ModelSettings | None) -> Any:
+        """Send one non-streamed request; returns what :meth:`_decode_raw` reads."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _send() or override generate()")
+
+    def _decode_raw(self, raw: Any) -> ModelResponse:
+        """The response :meth:`_send` received, decoded."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _decode_raw() or override generate")
+
+    def _open_stream(
+        self, request: Any, settings: ModelSettings | None
+    ) -> AbstractAsyncContextManager[AsyncIterator[Mapping[str, Any]]]:
+        """Open one streamed request: the events as JSON objects; leaving the context closes the
+        HTTP stream (also when the consumer stops early or is cancelled)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _open_stream() or override stream()")
+
+    def _accumulator(self) -> Accumulator:
+        """A fresh stream accumulator of the driver's wire module."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _accumulator() or override stream()")
+
+    def _finish(self, response: ModelResponse, accumulator: Accumulator) -> ModelResponse:
+        """The final streamed response (a driver may still reject it, e.g. a failed response)."""
+        return response
+
+    def _error(self, exc: BaseException) -> ModelError:
+        """An SDK exception (one of ``_failures``) as ``ModelHTTPError`` / ``ModelError``."""
+        return request_failed(exc, self._provider)
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """One non-streamed request, no tool execution."""
+        request = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        try:
+            raw = await self._send(request, settings)
+        except TetherError:
+            raise
+        except self._failures as exc:
+            raise self._error(exc) from exc
+        try:
+            return self._decode_raw(raw)
+        except DecodeError as exc:
+            raise ModelError(f"{self._provider} returned a malformed response: {exc}", stage="model") from exc
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """One streamed request: deltas, then the same ``ModelResponse`` ``generate`` would give.
+
+        ``UnsupportedContent`` is raised on first iteration, before any request. A stream that
+        ends before it is complete raises ``ModelError``; cancelling the consumer closes the HTTP
+        stream."""
+        request = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        accumulator = self._accumulator()
+        try:
+            async with self._open_stream(request, settings) as events:
+                async for event in events:
+                    for delta in accumulator.feed(event):
+                        yield delta
+        except DecodeError as exc:
+            raise ModelError(f"{self._provider} streamed a malformed event: {exc}", stage="model") from exc
+        except TetherError:
+            raise
+        except self._failures as exc:
+            raise self._error(exc) from exc
+        yield self._finish(stream_result(accumulator, self._provider, end=self._stream_end), accumulator)

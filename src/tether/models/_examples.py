@@ -5,32 +5,35 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeAlias, cast
 
 from tether.errors import UserError
 
 __all__ = ["pattern_example", "schema_example"]
 
-_FORMATS: dict[str, str] = {
-    "date-time": "2000-01-01T00:00:00Z",
-    "date": "2000-01-01",
-    "time": "00:00:00Z",
-    "partial-time": "00:00:00",
-    "duration": "PT1S",
-    "uuid": "00000000-0000-4000-8000-000000000000",
-    "decimal": "0",
-    "email": "user@example.com",
-    "idn-email": "user@example.com",
-    "hostname": "example.com",
-    "idn-hostname": "example.com",
-    "ipv4": "127.0.0.1",
-    "ipv6": "::1",
-    "uri": "https://example.com/",
-    "iri": "https://example.com/",
-    "uri-reference": "https://example.com/",
-    "url": "https://example.com/",
-}
+_FORMATS: Mapping[str, str] = MappingProxyType(
+    {
+        "date-time": "2000-01-01T00:00:00Z",
+        "date": "2000-01-01",
+        "time": "00:00:00Z",
+        "partial-time": "00:00:00",
+        "duration": "PT1S",
+        "uuid": "00000000-0000-4000-8000-000000000000",
+        "decimal": "0",
+        "email": "user@example.com",
+        "idn-email": "user@example.com",
+        "hostname": "example.com",
+        "idn-hostname": "example.com",
+        "ipv4": "127.0.0.1",
+        "ipv6": "::1",
+        "uri": "https://example.com/",
+        "iri": "https://example.com/",
+        "uri-reference": "https://example.com/",
+        "url": "https://example.com/",
+    }
+)
 
 
 def schema_example(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0) -> Any:
@@ -187,15 +190,17 @@ def _numeric_constraints(schema: dict[str, Any]) -> str:
     return ", ".join(f"{k}={schema[k]!r}" for k in keys if k in schema) or "the schema"
 
 
-_CLASS_ESCAPES: dict[str, Callable[[str], bool]] = {
-    "d": lambda c: "0" <= c <= "9",
-    "D": lambda c: not "0" <= c <= "9",
-    "w": lambda c: c.isascii() and (c.isalnum() or c == "_"),
-    "W": lambda c: not (c.isascii() and (c.isalnum() or c == "_")),
-    "s": str.isspace,
-    "S": lambda c: not c.isspace(),
-}
-_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
+_CLASS_ESCAPES: Mapping[str, Callable[[str], bool]] = MappingProxyType(
+    {
+        "d": lambda c: "0" <= c <= "9",
+        "D": lambda c: not "0" <= c <= "9",
+        "w": lambda c: c.isascii() and (c.isalnum() or c == "_"),
+        "W": lambda c: not (c.isascii() and (c.isalnum() or c == "_")),
+        "s": str.isspace,
+        "S": lambda c: not c.isspace(),
+    }
+)
+_SIMPLE_ESCAPES = MappingProxyType({"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"})
 _CANDIDATES = "a0A_ -." + "".join(chr(i) for i in range(33, 127))
 
 # A parsed pattern: ("lit", text) | ("alt", [node]) | ("seq", [node]) | ("group", node, key)

@@ -9,23 +9,19 @@ the request options, error mapping and streaming. Signed thinking is replayed un
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from tether.errors import DecodeError, ModelError, UserError
+from tether.errors import ModelError, UserError
 from tether.messages import Message
-from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
-from tether.models._driver import Driver, RequestReports, api_key, decode_body, sdk_error, stream_result
+from tether.models._base import ModelResponse, ModelSettings, Profile, ToolDefinition
+from tether.models._driver import Driver, api_key, decode_body, sdk_error
+from tether.models._limits import ANTHROPIC_LIMITS, apply_limits
 from tether.models._sdk import require
+from tether.models.wire import anthropic as wire
 from tether.models.wire._json import given
-from tether.models.wire.anthropic import (
-    PROFILES,
-    PROVIDER,
-    StreamAccumulator,
-    decode_response,
-    encode_messages,
-    profile_for,
-)
+from tether.models.wire.anthropic import PROVIDER, StreamAccumulator, decode_response, encode_messages
 
 if TYPE_CHECKING:
     import anthropic
@@ -34,8 +30,18 @@ else:
 
 __all__ = ["PROFILES", "AnthropicModel", "profile_for"]
 
+PROFILES: tuple[Profile, ...] = tuple(apply_limits(p, ANTHROPIC_LIMITS, p.family) for p in wire.PROFILES)
+"""The wire mapping's capability profiles (:data:`tether.models.wire.anthropic.PROFILES`) with
+the token limits Anthropic publishes for each family."""
+
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` is required by the Messages API; this is sent when settings give none."""
+
+
+def profile_for(model: str) -> Profile:
+    """The capability profile of an Anthropic model name (longest family prefix wins), with the
+    token limits Anthropic publishes for that model."""
+    return apply_limits(wire.profile_for(model), ANTHROPIC_LIMITS, model)
 
 
 def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
@@ -47,19 +53,21 @@ def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
     return entry
 
 
-def _error(exc: Exception) -> ModelError:
-    return sdk_error(exc, anthropic.APIStatusError, PROVIDER)
-
-
 class AnthropicModel(Driver):
     """A Claude model behind the Anthropic Messages API.
 
-    ``client`` may be a ready ``anthropic.AsyncAnthropic``; otherwise one is created on first use
-    from ``api_key`` (default ``ANTHROPIC_API_KEY``), ``base_url``, ``http_client`` and
+    ``client`` may be a ready ``anthropic.AsyncAnthropic`` (the caller's: never closed by the
+    driver); otherwise one is created on first use from ``api_key`` (default
+    ``ANTHROPIC_API_KEY``), ``base_url``, ``http_client`` (the caller's: left open) and
     ``max_retries`` (the SDK's retry policy). ``thinking`` is sent as the request's ``thinking``
     option (e.g. ``{"type": "enabled", "budget_tokens": 2048}``). ``profile`` overrides the
-    declared capability profile.
+    declared capability profile; ``context_window`` and ``max_output_tokens`` override its token
+    limits. ``await model.aclose()`` (or ``async with model``) closes what the driver created.
     """
+
+    _provider = PROVIDER
+    _stream_end: ClassVar[str] = "message_stop"
+    _failures: ClassVar[tuple[type[BaseException], ...]] = (anthropic.APIError,)
 
     def __init__(
         self,
@@ -72,33 +80,40 @@ class AnthropicModel(Driver):
         max_retries: int = 2,
         thinking: dict[str, Any] | None = None,
         profile: Profile | None = None,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         if not model:
             raise UserError("AnthropicModel needs a model name")
         self._model = model
-        self._profile = profile or profile_for(model)
+        super().__init__(
+            profile=profile or profile_for(model),
+            client=client,
+            context_window=context_window,
+            max_output_tokens=max_output_tokens,
+        )
         self._api_key = api_key
         self._base_url = base_url
-        self._client = client
         self._http_client = http_client
         self._max_retries = max_retries
         self._thinking = thinking
-        self._reports = RequestReports()
 
     @property
     def name(self) -> str:
         """``anthropic:model``."""
         return f"{PROVIDER}:{self._model}"
 
-    def _sdk(self) -> anthropic.AsyncAnthropic:
-        if self._client is None:
-            self._client = anthropic.AsyncAnthropic(
-                api_key=api_key(self._api_key, "the Anthropic driver", "ANTHROPIC_API_KEY"),
-                base_url=self._base_url,
-                http_client=self._http_client,
-                max_retries=self._max_retries,
-            )
-        return self._client
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=api_key(self._api_key, "the Anthropic driver", "ANTHROPIC_API_KEY"),
+            base_url=self._base_url,
+            http_client=self._http_client,
+            max_retries=self._max_retries,
+        )
+
+    async def _close_client(self, client: anthropic.AsyncAnthropic) -> None:
+        if self._http_client is None:  # the SDK closes its HTTP client, which is ours only then
+            await client.close()
 
     def request(
         self,
@@ -137,50 +152,29 @@ class AnthropicModel(Driver):
             kwargs["extra_body"] = extra
         return kwargs
 
-    async def generate(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """One non-streamed request. The raw JSON body is decoded, so signatures stay verbatim."""
-        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+    def _error(self, exc: BaseException) -> ModelError:
+        return sdk_error(exc, anthropic.APIStatusError, PROVIDER)
+
+    async def _send(self, request: dict[str, Any], settings: ModelSettings | None) -> bytes:
+        """The raw JSON body is decoded (not the SDK's objects), so signatures stay verbatim."""
         create: Any = self._sdk().messages.with_raw_response.create
-        try:
-            raw = await create(**kwargs)
-        except anthropic.APIError as exc:
-            raise _error(exc) from exc
-        return decode_body(await raw.read(), PROVIDER, decode_response)
+        raw = await create(**request)
+        body: bytes = await raw.read()
+        return body
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        """One streamed request: deltas, then the same ``ModelResponse`` ``generate`` would give.
+    def _decode_raw(self, raw: bytes) -> ModelResponse:
+        return decode_body(raw, PROVIDER, decode_response)
 
-        A stream that ends before ``message_stop`` raises ``ModelError``; an ``error`` event
-        raises ``ModelHTTPError``; cancelling the consumer closes the HTTP stream."""
-        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+    @asynccontextmanager
+    async def _open_stream(
+        self, request: dict[str, Any], settings: ModelSettings | None
+    ) -> AsyncGenerator[AsyncIterator[Mapping[str, Any]]]:
         create: Any = self._sdk().messages.create
-        accumulator = StreamAccumulator()
+        events = await create(**request, stream=True)
         try:
-            events = await create(**kwargs, stream=True)
-        except anthropic.APIError as exc:
-            raise _error(exc) from exc
-        try:
-            async for event in events:
-                for delta in accumulator.feed(event.model_dump(mode="json", exclude_unset=True)):
-                    yield delta
-        except anthropic.APIError as exc:
-            raise _error(exc) from exc
-        except DecodeError as exc:
-            raise ModelError(f"{PROVIDER} streamed a malformed event: {exc}", stage="model") from exc
+            yield (event.model_dump(mode="json", exclude_unset=True) async for event in events)
         finally:
             await events.close()
-        yield stream_result(accumulator, PROVIDER, end="message_stop")
+
+    def _accumulator(self) -> StreamAccumulator:
+        return StreamAccumulator()

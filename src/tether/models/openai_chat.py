@@ -12,14 +12,15 @@ the request options, error mapping and streaming.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.errors import ModelError, UserError
 from tether.messages import Message
-from tether.models._base import ModelResponse, ModelSettings, Profile, StreamEvent, ToolDefinition
-from tether.models._driver import Driver, RequestReports, api_key, decode_body, sdk_error, stream_result
+from tether.models._base import ModelResponse, ModelSettings, Profile, ToolDefinition
+from tether.models._driver import Driver, api_key, decode_body, sdk_error
+from tether.models._limits import OPENAI_LIMITS, apply_limits
 from tether.models._sdk import require
 from tether.models.wire._common import best_profile
 from tether.models.wire._json import given
@@ -33,7 +34,7 @@ else:
 
 __all__ = ["PROFILES", "OpenAIChatModel", "chat_profile"]
 
-PROFILES: tuple[Profile, ...] = (
+_DECLARED: tuple[Profile, ...] = (
     Profile("openai", images=True, image_urls=True, documents=True, document_urls=False),
     Profile("openai", family="gpt-3.5", images=False, image_urls=False),
     Profile("groq", images=True, image_urls=True),
@@ -42,15 +43,23 @@ PROFILES: tuple[Profile, ...] = (
     Profile("llama-cpp", images=False, image_urls=False, parallel_tool_calls=False),
     Profile("openai-compatible", images=True, image_urls=True),
 )
+
+PROFILES: tuple[Profile, ...] = tuple(
+    apply_limits(p, OPENAI_LIMITS, p.family) if p.provider == "openai" and p.family else p for p in _DECLARED
+)
 """What each target takes. A model name picks the profile of its provider whose ``family`` is its
-longest prefix (``""`` matches every model). Reasoning is never replayed on Chat Completions."""
+longest prefix (``""`` matches every model). Reasoning is never replayed on Chat Completions.
+OpenAI models get the token limits OpenAI publishes for them (``tether.models._limits``); other
+servers' limits depend on the model they serve and are left unknown."""
 
 
 def chat_profile(provider: str, model: str) -> Profile:
-    """The declared profile for ``model`` at ``provider``; unknown providers get the generic
-    OpenAI-compatible profile relabelled with their name."""
-    own = (profile for profile in PROFILES if profile.provider == provider)
-    return best_profile(own, model, Profile(provider, images=True, image_urls=True))
+    """The declared profile for ``model`` at ``provider`` (with OpenAI's published token limits
+    for OpenAI models); unknown providers get the generic OpenAI-compatible profile relabelled
+    with their name."""
+    own = (profile for profile in _DECLARED if profile.provider == provider)
+    profile = best_profile(own, model, Profile(provider, images=True, image_urls=True))
+    return apply_limits(profile, OPENAI_LIMITS, model) if provider == "openai" else profile
 
 
 def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
@@ -65,12 +74,17 @@ def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
 class OpenAIChatModel(Driver):
     """A model behind the Chat Completions API.
 
-    ``client`` may be a ready ``openai.AsyncOpenAI``; otherwise one is created on first use from
-    ``api_key`` (default ``OPENAI_API_KEY``; servers given by ``base_url`` need none), ``base_url``,
-    ``http_client``, ``max_retries`` (the SDK's retry policy) and ``default_headers`` (sent with every
-    request). ``profile`` overrides the declared
-    capability profile. ``stream_usage`` asks for the final usage chunk when streaming.
+    ``client`` may be a ready ``openai.AsyncOpenAI`` (the caller's: never closed by the driver);
+    otherwise one is created on first use from ``api_key`` (default ``OPENAI_API_KEY``; servers
+    given by ``base_url`` need none), ``base_url``, ``http_client`` (the caller's: left open),
+    ``max_retries`` (the SDK's retry policy) and ``default_headers`` (sent with every request).
+    ``profile`` overrides the declared capability profile; ``context_window`` and
+    ``max_output_tokens`` override its token limits. ``stream_usage`` asks for the final usage
+    chunk when streaming. ``await model.aclose()`` (or ``async with model``) closes what the
+    driver created.
     """
+
+    _failures: ClassVar[tuple[type[BaseException], ...]] = (openai.APIError,)
 
     def __init__(
         self,
@@ -84,44 +98,51 @@ class OpenAIChatModel(Driver):
         max_retries: int = 2,
         default_headers: Mapping[str, str] | None = None,
         profile: Profile | None = None,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
         stream_usage: bool = True,
     ) -> None:
         if not model:
             raise UserError("OpenAIChatModel needs a model name")
         self._model = model
         self._provider = provider or ("openai" if base_url is None else "openai-compatible")
-        self._profile = profile or chat_profile(self._provider, model)
+        super().__init__(
+            profile=profile or chat_profile(self._provider, model),
+            client=client,
+            context_window=context_window,
+            max_output_tokens=max_output_tokens,
+        )
         self._base_url = base_url
         self._api_key = api_key
-        self._client = client
         self._http_client = http_client
         self._max_retries = max_retries
         self._headers = dict(default_headers) if default_headers else None
         self._stream_usage = stream_usage
-        self._reports = RequestReports()
 
     @property
     def name(self) -> str:
         """``provider:model``."""
         return f"{self._provider}:{self._model}"
 
-    def _sdk(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            key = api_key(
-                self._api_key,
-                "the OpenAI Chat driver",
-                "OPENAI_API_KEY",
-                # local OpenAI-compatible servers take any key
-                default=None if self._base_url is None else "not-needed",
-            )
-            self._client = openai.AsyncOpenAI(
-                api_key=key,
-                base_url=self._base_url,
-                http_client=self._http_client,
-                max_retries=self._max_retries,
-                default_headers=self._headers,
-            )
-        return self._client
+    def _new_client(self) -> openai.AsyncOpenAI:
+        key = api_key(
+            self._api_key,
+            "the OpenAI Chat driver",
+            "OPENAI_API_KEY",
+            # local OpenAI-compatible servers take any key
+            default=None if self._base_url is None else "not-needed",
+        )
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self._base_url,
+            http_client=self._http_client,
+            max_retries=self._max_retries,
+            default_headers=self._headers,
+        )
+
+    async def _close_client(self, client: openai.AsyncOpenAI) -> None:
+        if self._http_client is None:  # the SDK closes its HTTP client, which is ours only then
+            await client.close()
 
     def request(
         self,
@@ -160,53 +181,30 @@ class OpenAIChatModel(Driver):
             kwargs["extra_body"] = extra
         return kwargs
 
-    def _error(self, exc: Exception) -> ModelError:
+    def _error(self, exc: BaseException) -> ModelError:
         return sdk_error(exc, openai.APIStatusError, self._provider)
 
-    async def generate(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """One non-streamed request."""
-        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+    async def _send(self, request: dict[str, Any], settings: ModelSettings | None) -> bytes:
         create: Any = self._sdk().chat.completions.with_raw_response.create
-        try:
-            raw = await create(**kwargs)
-        except openai.APIError as exc:
-            raise self._error(exc) from exc
-        return decode_body(raw.content, self._provider, partial(decode_response, provider=self._provider))
+        raw = await create(**request)
+        content: bytes = raw.content
+        return content
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        """One streamed request: deltas, then the same ``ModelResponse`` ``generate`` would give.
+    def _decode_raw(self, raw: bytes) -> ModelResponse:
+        return decode_body(raw, self._provider, lambda body: decode_response(body, provider=self._provider))
 
-        A stream that ends without a finish reason (the server went away) raises ``ModelError``;
-        cancelling the consumer closes the HTTP stream."""
-        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
-        if self._stream_usage:
-            kwargs["stream_options"] = {"include_usage": True}
+    @asynccontextmanager
+    async def _open_stream(
+        self, request: dict[str, Any], settings: ModelSettings | None
+    ) -> AsyncGenerator[AsyncIterator[Mapping[str, Any]]]:
         create: Any = self._sdk().chat.completions.create
-        accumulator = StreamAccumulator(provider=self._provider)
+        if self._stream_usage:
+            request = {**request, "stream_options": {"include_usage": True}}
+        chunks = await create(**request, stream=True)
         try:
-            chunks = await create(**kwargs, stream=True)
-        except openai.APIError as exc:
-            raise self._error(exc) from exc
-        try:
-            async for chunk in chunks:
-                for event in accumulator.feed(chunk.model_dump(exclude_unset=True)):
-                    yield event
-        except openai.APIError as exc:
-            raise self._error(exc) from exc
+            yield (chunk.model_dump(exclude_unset=True) async for chunk in chunks)
         finally:
             await chunks.close()
-        yield stream_result(accumulator, self._provider, end="a finish reason")
+
+    def _accumulator(self) -> StreamAccumulator:
+        return StreamAccumulator(provider=self._provider)

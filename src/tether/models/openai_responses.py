@@ -8,8 +8,9 @@ Every request sends the whole conversation with ``store=false``; reasoning model
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar, cast
 
 from tether.models._sdk import require
 
@@ -19,14 +20,9 @@ import openai  # noqa: E402  (after the MissingExtra check above)
 
 from tether.errors import ModelError, UserError  # noqa: E402
 from tether.messages import Message  # noqa: E402
-from tether.models._base import (  # noqa: E402
-    ModelResponse,
-    ModelSettings,
-    Profile,
-    StreamEvent,
-    ToolDefinition,
-)
-from tether.models._driver import Driver, RequestReports, decode_body, sdk_error, stream_result  # noqa: E402
+from tether.models._base import ModelResponse, ModelSettings, Profile, ToolDefinition  # noqa: E402
+from tether.models._driver import Driver, api_key, decode_body, sdk_error  # noqa: E402
+from tether.models._limits import OPENAI_LIMITS, apply_limits  # noqa: E402
 from tether.models.wire._json import given  # noqa: E402
 from tether.models.wire.openai_responses import (  # noqa: E402
     REASONING_FAMILIES,
@@ -37,11 +33,11 @@ from tether.models.wire.openai_responses import (  # noqa: E402
     encode_tools,
 )
 
-__all__ = ["PROFILES", "OpenAIResponsesModel"]
+__all__ = ["PROFILES", "OpenAIResponsesModel", "responses_profile"]
 
 PROFILES: tuple[Profile, ...] = (
     default_profile(""),  # any non-reasoning model: reasoning items are never sent
-    *(default_profile(family) for family in REASONING_FAMILIES),
+    *(apply_limits(default_profile(family), OPENAI_LIMITS, family) for family in REASONING_FAMILIES),
 )
 
 _PROVIDER_LABEL = "openai"
@@ -50,13 +46,25 @@ _OWNED_KEYS = frozenset({"input", "store", "include", "stream", "previous_respon
 no ``previous_response_id``), asks for encrypted reasoning, and sends the whole history."""
 
 
+def responses_profile(model: str) -> Profile:
+    """The capability profile of a Responses model name, with the token limits OpenAI publishes."""
+    return apply_limits(default_profile(model), OPENAI_LIMITS, model)
+
+
 class OpenAIResponsesModel(Driver):
     """A model behind the OpenAI Responses API.
 
-    ``client`` may be a ready ``openai.AsyncOpenAI``; otherwise one is built from ``api_key``,
-    ``base_url``, ``http_client`` and ``max_retries`` (the SDK's retry policy applies).
-    ``profile`` overrides the capability profile derived from the model name.
+    ``client`` may be a ready ``openai.AsyncOpenAI`` (the caller's: never closed by the driver);
+    otherwise one is created on first use from ``api_key`` (default ``OPENAI_API_KEY``),
+    ``base_url``, ``http_client`` (the caller's: left open) and ``max_retries`` (the SDK's retry
+    policy applies). ``profile`` overrides the capability profile derived from the model name;
+    ``context_window`` and ``max_output_tokens`` override its token limits. ``await
+    model.aclose()`` (or ``async with model``) closes what the driver created.
     """
+
+    _provider = _PROVIDER_LABEL
+    _stream_end: ClassVar[str] = "the response completed"
+    _failures: ClassVar[tuple[type[BaseException], ...]] = (openai.APIError,)
 
     def __init__(
         self,
@@ -68,21 +76,45 @@ class OpenAIResponsesModel(Driver):
         http_client: Any = None,
         max_retries: int = 2,
         profile: Profile | None = None,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         if not model:
             raise UserError("OpenAIResponsesModel needs a model name, e.g. 'gpt-5'")
         self._model = model
-        self._profile = profile or default_profile(model)
-        self._client = client or openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, http_client=http_client, max_retries=max_retries
+        super().__init__(
+            profile=profile or responses_profile(model),
+            client=client,
+            context_window=context_window,
+            max_output_tokens=max_output_tokens,
         )
-        self._reports = RequestReports()
+        self._api_key = api_key
+        self._base_url = base_url
+        self._http_client = http_client
+        self._max_retries = max_retries
 
     @property
     def name(self) -> str:
         return f"openai-responses:{self._model}"
 
-    def request_body(
+    def _new_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key=api_key(
+                self._api_key,
+                "the OpenAI Responses driver",
+                "OPENAI_API_KEY",
+                default=None if self._base_url is None else "not-needed",
+            ),
+            base_url=self._base_url,
+            http_client=self._http_client,
+            max_retries=self._max_retries,
+        )
+
+    async def _close_client(self, client: openai.AsyncOpenAI) -> None:
+        if self._http_client is None:  # the SDK closes its HTTP client, which is ours only then
+            await client.close()
+
+    def request(
         self,
         messages: Sequence[Message],
         *,
@@ -122,55 +154,49 @@ class OpenAIResponsesModel(Driver):
             body.update(settings.extra)
         return body
 
-    async def generate(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """One request, no tool execution."""
-        body = self.request_body(messages, instructions=instructions, tools=tools, settings=settings)
-        try:
-            # The body goes through extra_body verbatim so the SDK does not re-shape items
-            # (encrypted reasoning must arrive byte for byte).
-            raw = await self._client.responses.with_raw_response.create(
-                stream=False, extra_body=body, timeout=_timeout(settings)
-            )
-        except openai.APIError as exc:
-            raise _error(exc) from exc
-        return decode_body(raw.content, _PROVIDER_LABEL, _decode)
+    request_body = request
+    """The same as :meth:`request` (its earlier name)."""
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        """One streamed request: deltas, then the final ``ModelResponse`` (assembled from the
-        streamed items, equal to what ``generate`` returns for the same output)."""
-        body = self.request_body(messages, instructions=instructions, tools=tools, settings=settings)
-        accumulator = StreamAccumulator()
-        try:
-            async with self._client.responses.with_streaming_response.create(
-                stream=True, extra_body=body, timeout=_timeout(settings)
-            ) as response:
-                async for line in response.iter_lines():
-                    event = _sse_data(line)
-                    if event is None:
-                        continue
-                    if event.get("type") == "error":
-                        raise ModelError(f"{_PROVIDER_LABEL} stream error: {event}", stage="model")
-                    for delta in accumulator.feed(event):
-                        yield delta
-        except openai.APIError as exc:
-            raise _error(exc) from exc
-        yield _failed(
-            stream_result(accumulator, _PROVIDER_LABEL, end="the response completed"), accumulator.response
+    def _error(self, exc: BaseException) -> ModelError:
+        return sdk_error(exc, openai.APIStatusError, _PROVIDER_LABEL)
+
+    async def _send(self, request: dict[str, Any], settings: ModelSettings | None) -> bytes:
+        # The body goes through extra_body verbatim so the SDK does not re-shape items
+        # (encrypted reasoning must arrive byte for byte).
+        raw = await self._sdk().responses.with_raw_response.create(
+            stream=False, extra_body=request, timeout=_timeout(settings)
         )
+        content: bytes = raw.content
+        return content
+
+    def _decode_raw(self, raw: bytes) -> ModelResponse:
+        return decode_body(raw, _PROVIDER_LABEL, lambda body: _failed(decode_response(body), body))
+
+    @asynccontextmanager
+    async def _open_stream(
+        self, request: dict[str, Any], settings: ModelSettings | None
+    ) -> AsyncGenerator[AsyncIterator[Mapping[str, Any]]]:
+        async with self._sdk().responses.with_streaming_response.create(
+            stream=True, extra_body=request, timeout=_timeout(settings)
+        ) as response:
+            yield _events(response.iter_lines())
+
+    def _accumulator(self) -> StreamAccumulator:
+        return StreamAccumulator()
+
+    def _finish(self, response: ModelResponse, accumulator: Any) -> ModelResponse:
+        return _failed(response, cast(StreamAccumulator, accumulator).response)
+
+
+async def _events(lines: AsyncIterator[str]) -> AsyncIterator[Mapping[str, Any]]:
+    """The JSON events of a server-sent event stream; an ``error`` event raises ``ModelError``."""
+    async for line in lines:
+        event = _sse_data(line)
+        if event is None:
+            continue
+        if event.get("type") == "error":
+            raise ModelError(f"{_PROVIDER_LABEL} stream error: {event}", stage="model")
+        yield event
 
 
 def _timeout(settings: ModelSettings | None) -> float | openai.NotGiven:
@@ -192,14 +218,6 @@ def _sse_data(line: str) -> dict[str, Any] | None:
             f"{_PROVIDER_LABEL} sent a stream event that is not JSON: {exc}", stage="model"
         ) from exc
     return cast(dict[str, Any], value) if isinstance(value, dict) else None
-
-
-def _error(exc: Exception) -> ModelError:
-    return sdk_error(exc, openai.APIStatusError, _PROVIDER_LABEL)
-
-
-def _decode(body: dict[str, Any]) -> ModelResponse:
-    return _failed(decode_response(body), body)
 
 
 def _failed(response: ModelResponse, body: Mapping[str, Any]) -> ModelResponse:

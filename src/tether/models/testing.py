@@ -10,7 +10,8 @@ import inspect
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from types import TracebackType
+from typing import Any, Self, TypeAlias
 
 import msgspec
 from msgspec.structs import replace
@@ -70,7 +71,26 @@ async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent
     yield response
 
 
-class FunctionModel:
+class _Closable:
+    """``aclose()`` and ``async with`` for models that hold nothing to release (the lifecycle the
+    ``Model`` protocol documents; drivers close their clients there)."""
+
+    async def aclose(self) -> None:
+        """Nothing to release: no connection, no file."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class FunctionModel(_Closable):
     """A scripted model: ``fn(messages, info)`` returns the assistant reply.
 
     The reply may be a ``str`` (text answer), an assistant ``Message`` or a full
@@ -156,7 +176,7 @@ class FunctionModel:
             yield event
 
 
-class TestModel:
+class TestModel(_Closable):
     """Calls every offered tool once with schema-valid arguments, then answers.
 
     After a user message it calls the tools named in ``call_tools`` (default: every tool except

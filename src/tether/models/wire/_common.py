@@ -1,19 +1,20 @@
-"""Rules every wire mapping shares: the conversion report, the per-message encoding cache,
-argument text, content checks and the reasoning replay policy. Pure functions, no SDK imports."""
+"""Rules every wire mapping shares: the conversion report, turn merging, argument text, content
+checks and the reasoning replay policy. Pure functions, no SDK imports; the per-message memos a
+driver owns are in :mod:`tether.models.wire._memo`."""
 
 from __future__ import annotations
 
 import hashlib
-import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 import msgspec
 
 from tether.errors import UnsupportedContent
 from tether.messages import Document, Image, Message, Reasoning, ToolCall, ToolResult
 from tether.models._base import Profile
+from tether.models.wire._memo import MessageTable, PerMessageCache
 
 __all__ = [
     "SYNTHESIZED_RESULT",
@@ -21,6 +22,7 @@ __all__ = [
     "ConversionReport",
     "Loss",
     "LossRecord",
+    "MessageTable",
     "PerMessageCache",
     "best_profile",
     "check_content",
@@ -81,63 +83,9 @@ class ConversionReport:
         return msgspec.json.encode({"losses": self.losses})
 
 
-_E = TypeVar("_E")
-_Entry = tuple["weakref.ReferenceType[Message]", _E]
-
-
-class PerMessageCache(Generic[_E]):
-    """Encodings per target profile and message, so building the request at each step of a run
-    converts only the messages added since the previous step.
-
-    Looked up by message identity (no hashing of messages; the profile's table is found once per
-    request); an entry disappears with its message. Cached values are shared by every
-    request that reuses the message: callers treat them as read-only.
-    """
-
-    def __init__(self) -> None:
-        self._tables: dict[Profile, dict[int, _Entry[_E]]] = {}
-
-    def encode(
-        self, messages: Sequence[Message], profile: Profile, encode: Callable[[Message, Profile], _E]
-    ) -> list[_E]:
-        """``[encode(message, profile) for message in messages]``, reusing cached results."""
-        table = self._tables.get(profile)
-        if table is None:
-            table = self._tables.setdefault(profile, {})
-        out: list[_E] = []
-        for message in messages:
-            entry = table.get(id(message))
-            if entry is not None and entry[0]() is message:
-                out.append(entry[1])
-            else:
-                value = encode(message, profile)
-                _remember(table, message, value)
-                out.append(value)
-        return out
-
-    def __getitem__(self, profile: Profile) -> Mapping[int, object]:
-        """The live entries for ``profile``, keyed by ``id(message)`` (for tests and diagnostics)."""
-        return self._tables[profile]
-
-    def clear(self) -> None:
-        """Forget every cached encoding."""
-        self._tables.clear()
-
-
-def _remember(table: dict[int, _Entry[_E]], message: Message, value: _E) -> None:
-    key = id(message)
-
-    def forget(ref: weakref.ReferenceType[Message]) -> None:
-        current = table.get(key)
-        if current is not None and current[0] is ref:
-            del table[key]
-
-    table[key] = (weakref.ref(message, forget), value)
-
-
 def merged_turns(
     messages: Sequence[Message],
-    encoded: Sequence[tuple[str, Sequence[dict[str, Any]], Sequence[LossRecord]]],
+    encoded: Sequence[tuple[str, Sequence[Any], Sequence[LossRecord]]],
     *,
     key: str,
     api: str,
@@ -146,20 +94,41 @@ def merged_turns(
 
     ``encoded[i]`` is ``(role, items, losses)`` for ``messages[i]``. Role ``system`` is left out
     (the encoder records that loss); a message with no items is dropped and reported (``api``
-    rejects empty turns). Tool messages and a user message right after them are merged into one ``user`` turn,
-    results first, as both APIs require. The ``items`` lists are copied; the items are shared.
+    rejects empty turns). Tool messages and a user message right after them are merged into one
+    ``user`` turn, results first, as both APIs require. When a left-out message stood between two
+    turns of the same role (a model turn with nothing to send between two user turns), the later
+    one joins the earlier one, so roles still alternate; that is reported too. The ``items``
+    lists are copied; the items themselves are shared.
     """
     out: list[dict[str, Any]] = []
     report = ConversionReport()
     merge_into: dict[str, Any] | None = None  # the open user turn that started with tool results
+    gap: str | None = None  # the role of a message left out since the last turn
     for index, (message, (role, items, losses)) in enumerate(zip(messages, encoded, strict=True)):
         if losses:
             report.extend(index, losses)
         if role == "system":
+            gap = gap or message.role
             continue
         if not items:
             report.drop(index, None, f"{message.role} message", f"empty: {api} rejects empty turns")
+            gap = gap or message.role
             continue
+        if gap is not None and out and out[-1]["role"] == role:
+            # Two turns of one role in a row only because a message between them was left out.
+            report.approximate(
+                index,
+                None,
+                f"{message.role} message",
+                f"joined the previous {role} turn: the {gap} message between them was left out "
+                f"and {api} alternates roles",
+            )
+            previous = out[-1]
+            previous[key] = [*previous[key], *items]
+            merge_into = previous if message.role == "tool" else None
+            gap = None
+            continue
+        gap = None
         if message.role == "tool":
             if merge_into is not None:
                 merge_into[key] = [*merge_into[key], *items]
@@ -201,21 +170,21 @@ def wire_arguments(call: ToolCall) -> str:
     return call.arguments
 
 
-_checked: dict[Profile, weakref.WeakKeyDictionary[Message, None]] = {}
-
-
-def check_content(messages: Sequence[Message], profile: Profile) -> None:
+def check_content(
+    messages: Sequence[Message], profile: Profile, *, passed: PerMessageCache[bool] | None = None
+) -> None:
     """Raise ``UnsupportedContent`` (message and part index) for the first part the profile
-    cannot take. Called by drivers before any network call. Messages that passed for a profile
-    are remembered (messages are immutable), so the steps of one run only check new messages."""
-    passed = _checked.get(profile)
+    cannot take. Called by drivers before any network call. ``passed`` (a driver's own memo)
+    remembers the messages that passed for a profile (messages are immutable), so the steps of one
+    run only check new messages; without it every message is checked."""
     if passed is None:
-        passed = _checked[profile] = weakref.WeakKeyDictionary()
-    for mi, message in enumerate(messages):
-        if message in passed:
-            continue
+        for mi, message in enumerate(messages):
+            _check_message(message, profile, mi)
+        return
+    table = passed.table(profile)
+    for mi, message in table.missing(messages):
         _check_message(message, profile, mi)
-        passed[message] = None
+        table.put(message, True)
 
 
 def _check_message(message: Message, profile: Profile, mi: int) -> None:

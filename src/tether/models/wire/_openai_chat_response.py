@@ -5,6 +5,7 @@ streams → :class:`~tether.models.ModelResponse`. Re-exported by :mod:`tether.m
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from tether.errors import DecodeError
@@ -26,15 +27,17 @@ JSON = dict[str, Any]
 
 _THINK_OPEN: Final = "<think>"
 _THINK_CLOSE: Final = "</think>"
-_STOP_REASONS: Final = {
-    "stop": "stop",
-    "end_turn": "stop",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "length": "length",
-    "max_tokens": "length",
-    "content_filter": "content_filter",
-}
+_STOP_REASONS: Final = MappingProxyType(
+    {
+        "stop": "stop",
+        "end_turn": "stop",
+        "tool_calls": "tool_calls",
+        "function_call": "tool_calls",
+        "length": "length",
+        "max_tokens": "length",
+        "content_filter": "content_filter",
+    }
+)
 
 
 def _str(value: object) -> str | None:

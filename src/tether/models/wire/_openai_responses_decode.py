@@ -187,15 +187,25 @@ class _Importer:
         return tuple(self._input_parts(raw, ii, path))
 
     def _reasoning(self, item: Mapping[str, Any], ii: int, path: str) -> list[Reasoning]:
+        """One part per ``summary`` entry, then one per raw ``content`` entry (the reasoning text
+        Responses-compatible servers such as vLLM return for open-weight models); no text at all
+        gives one empty part. The first part carries ``encrypted_content``."""
         item_id = string(item, "id", path)
         signature = opt_str(item, "encrypted_content", path)
-        summaries = seq(item.get("summary", []), f"{path}.summary")
         texts: list[str] = []
-        for si, entry_raw in enumerate(summaries):
+        for si, entry_raw in enumerate(seq(item.get("summary") or [], f"{path}.summary")):
             epath = f"{path}.summary[{si}]"
             texts.append(string(obj(entry_raw, epath), "text", epath))
-        if item.get("content") and not self.native:
-            self.report.drop(ii, None, "reasoning content", "raw reasoning text is not kept; summaries are")
+        raw = item.get("content")
+        if raw is not None:
+            entries = seq(raw, f"{path}.content")
+            for ci, entry_raw in enumerate(entries):
+                epath = f"{path}.content[{ci}]"
+                texts.append(string(obj(entry_raw, epath), "text", epath))
+            if entries and not self.native:
+                self.report.approximate(
+                    ii, None, "reasoning content", "raw reasoning text kept as reasoning (summary on export)"
+                )
         if not texts:
             texts = [""]
         return [
@@ -299,10 +309,12 @@ class StreamAccumulator:
         self.done: dict[int, Item] = {}
         self.partial: dict[int, Item] = {}
         self.finished = False
-        self._index: dict[tuple[int, int], int] = {}
+        self._index: dict[tuple[int, object], int] = {}
         self._next = 0
 
-    def _slot(self, output_index: int, sub: int) -> int:
+    def _slot(self, output_index: int, sub: object) -> int:
+        """The final part index of entry ``sub`` of output item ``output_index`` (summary and
+        content entries of a reasoning item, content entries of a message), in order of arrival."""
         key = (output_index, sub)
         if key not in self._index:
             self._index[key] = self._next
@@ -331,7 +343,7 @@ class StreamAccumulator:
         elif kind == "response.output_item.done":
             item = dict(cast(Mapping[str, Any], event.get("item") or {}))
             self.done[oi] = item
-            if item.get("type") == "reasoning" and not item.get("summary"):
+            if item.get("type") == "reasoning" and not item.get("summary") and not item.get("content"):
                 self._slot(oi, 0)
         elif kind == "response.content_part.added":
             ci = int(event.get("content_index") or 0)
@@ -359,6 +371,14 @@ class StreamAccumulator:
                 summary.append({"type": "summary_text", "text": ""})
             summary[si]["text"] = str(summary[si].get("text") or "") + delta
             out.append(ReasoningDelta(self._slot(oi, si), delta))
+        elif kind == "response.reasoning_text.delta":  # raw reasoning (Responses-compatible servers)
+            ci = int(event.get("content_index") or 0)
+            delta = str(event.get("delta") or "")
+            content = self._partial_list(oi, "content", reasoning=True)
+            while len(content) <= ci:
+                content.append({"type": "reasoning_text", "text": ""})
+            content[ci]["text"] = str(content[ci].get("text") or "") + delta
+            out.append(ReasoningDelta(self._slot(oi, ("content", ci)), delta))
         elif kind == "response.function_call_arguments.delta":
             delta = str(event.get("delta") or "")
             item = self.partial.setdefault(oi, {"type": "function_call"})
@@ -366,8 +386,9 @@ class StreamAccumulator:
             out.append(ToolCallDelta(self._slot(oi, 0), arguments=delta))
         return out
 
-    def _partial_list(self, oi: int, key: str) -> list[Item]:
-        item = self.partial.setdefault(oi, {"type": "message" if key == "content" else "reasoning"})
+    def _partial_list(self, oi: int, key: str, *, reasoning: bool = False) -> list[Item]:
+        kind = "reasoning" if reasoning or key == "summary" else "message"
+        item = self.partial.setdefault(oi, {"type": kind})
         value = item.get(key)
         if not isinstance(value, list):
             value = []

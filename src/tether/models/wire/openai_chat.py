@@ -1,10 +1,10 @@
 """OpenAI Chat Completions wire mapping (also every OpenAI-compatible server: Ollama, vLLM,
 llama.cpp's server, Groq). Pure functions over JSON-shaped dicts; no SDK import.
 
-- :func:`encode_messages` — tether messages → the request's ``messages`` list. With a target
-  profile (what drivers pass) conversion is cached per message, so building the request at each
-  step of a run converts only new messages; those dicts are shared with the cache: read-only.
-  Without a profile (exporting a transcript) every call returns fresh dicts.
+- :func:`encode_messages` — tether messages → the request's ``messages`` list. With a ``cache``
+  (a driver's own :class:`~tether.models.wire._memo.PerMessageCache`) conversion is memoized per
+  message, so building the request at each step of a run converts only new messages; those dicts
+  are shared with the cache: read-only. Without one every call returns fresh dicts.
 - :func:`decode_messages` — a Chat Completions ``messages`` list (a transcript) → tether messages.
 - :func:`decode_response` — a ``chat.completion`` body → :class:`~tether.models.ModelResponse`.
 - :class:`StreamAccumulator` — ``chat.completion.chunk`` dicts → deltas, then exactly the response
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from tether.messages import (
     Document,
@@ -37,12 +37,12 @@ from tether.models.wire._common import (
     TRUNCATED_ARGUMENTS,
     ConversionReport,
     LossRecord,
-    PerMessageCache,
     fallback_id,
     replays_reasoning,
     wire_arguments,
 )
 from tether.models.wire._json import fail, obj, seq, string
+from tether.models.wire._memo import PerMessageCache
 from tether.models.wire._openai_chat_response import (
     JSON,
     StreamAccumulator,
@@ -75,12 +75,13 @@ _TEXT_DOCUMENT_TYPES: Final = (
 # server validates content as a string; OpenAI's own null is the default elsewhere).
 _STRING_CONTENT_ONLY: Final = frozenset({"llama-cpp"})
 
-_caches: PerMessageCache[_Encoded] = PerMessageCache()
-
 
 # -- encoding ------------------------------------------------------------------------------------
 def encode_messages(
-    messages: Sequence[Message], *, profile: Profile | None = None
+    messages: Sequence[Message],
+    *,
+    profile: Profile | None = None,
+    cache: PerMessageCache[_Encoded] | None = None,
 ) -> tuple[list[JSON], ConversionReport]:
     """Tether messages → Chat Completions request ``messages``, plus what could not be carried.
 
@@ -89,12 +90,13 @@ def encode_messages(
     message becomes one ``{"role": "tool"}`` entry per result. ``profile`` (a
     :class:`~tether.models.Profile`) decides reasoning replay; with ``None`` reasoning is dropped.
     Content the wire cannot hold is dropped and reported; drivers reject it earlier with
-    ``check_content``.
+    ``check_content``. ``cache`` (with a ``profile``) memoizes each message's encoding: the
+    returned dicts are then shared with it and read-only.
     """
-    if profile is None:
-        encoded = [_encode_message(message, None) for message in messages]
+    if profile is None or cache is None:
+        encoded = [_encode_message(message, profile) for message in messages]
     else:
-        encoded = _caches.encode(messages, profile, _encode_message)
+        encoded = cache.encode(messages, profile, _encode_message)
     out: list[JSON] = []
     report = ConversionReport()
     for index, (items, losses) in enumerate(encoded):
@@ -303,7 +305,7 @@ def _decode_content(
     items = seq(value, path)
     parts: list[Part] = []
     for pi, raw in enumerate(items):
-        part = _decode_part(raw, f"{path}[{pi}]", mi, len(parts), report)
+        part = _decode_part(raw, f"{path}[{pi}]", mi, pi, report)
         if part is not None:
             parts.append(part)
     return parts
@@ -314,11 +316,31 @@ _KNOWN_KEYS = frozenset(
 )
 
 
+def _reasoning_field(entry: Mapping[str, Any], mi: int, report: ConversionReport) -> str | None:
+    """The reasoning text of an assistant entry: ``reasoning_content`` (vLLM, DeepSeek, llama.cpp)
+    or ``reasoning`` (Ollama, Groq, OpenRouter, newer vLLM). A second, different text or a value
+    that is not text is reported, never dropped silently."""
+    found: str | None = None
+    for key in ("reasoning_content", "reasoning"):
+        value = entry.get(key)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            report.drop(mi, None, f"{key} field", f"{type(value).__name__} reasoning has no tether form")
+        elif found is None:
+            found = value
+        elif value != found:
+            report.drop(mi, None, f"{key} field", "a second, different reasoning text; the first one is kept")
+    return found
+
+
 def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], ConversionReport]:
     """A Chat Completions ``messages`` list → tether messages, plus what could not be carried.
 
     ``developer`` entries become system messages; consecutive ``tool`` entries become one tether
-    tool message (the names come from the matching calls). Malformed input raises
+    tool message (the names come from the matching calls). Report indices are source positions:
+    ``message`` is the index in ``items`` and ``part`` the index in that entry's ``content`` list
+    (``None`` for a field of the entry, named in ``what``). Malformed input raises
     :class:`~tether.DecodeError` whose ``path`` points at the element
     (``$[3].tool_calls[0].function``), starting at ``path`` (where ``items`` sits in a larger
     document, e.g. ``$.messages``).
@@ -328,24 +350,22 @@ def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], C
     out: list[Message] = []
     report = ConversionReport()
     names: dict[str, str] = {}
-    for i, raw in enumerate(entries):
-        path = f"{root}[{i}]"
+    previous_role: object = None
+    for mi, raw in enumerate(entries):
+        path = f"{root}[{mi}]"
         entry = obj(raw, path)
         role = entry.get("role")
-        mi = len(out)
         if role in ("system", "developer", "user", "tool") and "content" not in entry:
             raise fail(f"a {role} message needs 'content'", f"{path}.content")
         for key, value in entry.items():
             if key not in _KNOWN_KEYS and value is not None:
                 report.drop(mi, None, f"field {key!r}", "not part of a Chat Completions message")
         if role == "tool":
-            merge = bool(out) and out[-1].role == "tool" and entries[i - 1].get("role") == "tool"
-            mi = len(out) - 1 if merge else len(out)
-            pi = len(out[-1].parts) if merge else 0
+            merge = bool(out) and out[-1].role == "tool" and previous_role == "tool"
             call_id = string(entry, "tool_call_id", path)
             content = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=False)
             if call_id not in names:
-                report.approximate(mi, pi, "tool name", f"no earlier call has id {call_id!r}")
+                report.approximate(mi, None, "tool name", f"no earlier call has id {call_id!r}")
             if len(content) == 1 and content[0] == Text(""):
                 content = []  # an empty string is how an empty result travels
             results: tuple[ResultPart, ...] = tuple(
@@ -356,8 +376,7 @@ def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], C
                 out[-1] = Message("tool", (*out[-1].parts, result))
             else:
                 out.append(Message("tool", (result,)))
-            continue
-        if role in ("system", "developer", "user"):
+        elif role in ("system", "developer", "user"):
             if role == "developer":
                 report.approximate(mi, None, "developer role", "imported as a system message")
             parts = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=False)
@@ -366,18 +385,18 @@ def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], C
             out.append(Message("user" if role == "user" else "system", tuple(parts)))
         elif role == "assistant":
             parts = _decode_content(entry.get("content"), f"{path}.content", mi, report, assistant=True)
-            reasoning = entry.get("reasoning_content", entry.get("reasoning"))
-            if isinstance(reasoning, str) and reasoning:
+            reasoning = _reasoning_field(entry, mi, report)
+            if reasoning is not None:
                 parts.insert(0, Reasoning(reasoning))
             refusal = entry.get("refusal")
             if isinstance(refusal, str) and refusal:
-                report.approximate(mi, len(parts), "refusal", "imported as text")
+                report.approximate(mi, None, "refusal", "imported as text")
                 parts.append(Text(refusal))
             calls = entry.get("tool_calls")
             for ci, raw_call in enumerate(seq(calls, f"{path}.tool_calls") if calls is not None else []):
                 call = decode_call(raw_call, f"{path}.tool_calls[{ci}]")
                 if call.id is None:
-                    report.approximate(mi, len(parts), "tool call id", "the transcript gave none")
+                    report.approximate(mi, None, "tool call id", f"tool_calls[{ci}] has none")
                 else:
                     names[call.id] = call.name
                 parts.append(call)
@@ -386,6 +405,7 @@ def decode_messages(items: object, *, path: str = "$") -> tuple[list[Message], C
             raise fail(f"unknown role {role!r}", f"{path}.role")
         if entry.get("name") is not None:
             report.drop(mi, None, "participant name", "tether messages carry no name")
+        previous_role = role
     return out, report
 
 

@@ -37,10 +37,10 @@ from tether.models.wire._common import (
     TRUNCATED_ARGUMENTS,
     ConversionReport,
     LossRecord,
-    PerMessageCache,
     replays_reasoning,
     wire_arguments,
 )
+from tether.models.wire._memo import PerMessageCache
 from tether.models.wire._openai_responses_decode import (
     PROVIDER,
     StreamAccumulator,
@@ -98,29 +98,43 @@ _CONVERT_PROFILE = Profile(
 # --------------------------------------------------------------------------------------------
 
 
+Encoded = tuple[tuple[Item, ...], tuple[LossRecord, ...]]
+"""One message's items and the losses recorded while encoding it (what a driver's cache holds)."""
+
+
 def encode_messages(
-    messages: Sequence[Message], *, profile: Profile | None = None
+    messages: Sequence[Message],
+    *,
+    profile: Profile | None = None,
+    cache: PerMessageCache[Encoded] | None = None,
 ) -> tuple[list[Item], ConversionReport]:
-    """Messages → Responses ``input`` items. ``profile`` decides which reasoning is replayed
-    (``None``: every OpenAI reasoning part with an ``rs_…`` id, as a format conversion)."""
+    """Messages → Responses ``input`` items.
+
+    With a ``profile`` (what the driver passes) the items are a stateless ``store=false``
+    request: reasoning is replayed as the profile allows and only with its ``encrypted_content``,
+    and item ids (``msg_…``, ``fc_…``) are sent only on the items paired with a replayed reasoning
+    item — the API resolves no other id when nothing is stored. ``cache`` memoizes each message's
+    items (shared with it: read-only). ``profile=None`` is a format conversion: every OpenAI
+    reasoning part with an ``rs_…`` id and every item id is kept, in fresh dicts."""
     report = ConversionReport()
     items: list[Item] = []
-    if profile is None:  # a format conversion: fresh dicts the caller may keep and mutate
+    if profile is None:
         for mi, message in enumerate(messages):
-            _encode_one(message, mi, _CONVERT_PROFILE, items, report)
+            _encode_one(message, mi, None, items, report)
         return items, report
-    for mi, (cached_items, losses) in enumerate(_caches.encode(messages, profile, _encode_cached)):
-        items.extend(cached_items)
+    encoded = (
+        [_encode_alone(message, profile) for message in messages]
+        if cache is None
+        else cache.encode(messages, profile, _encode_alone)
+    )
+    for mi, (message_items, losses) in enumerate(encoded):
+        items.extend(message_items)
         if losses:
             report.extend(mi, losses)
     return items, report
 
 
-_caches: PerMessageCache[tuple[tuple[Item, ...], tuple[LossRecord, ...]]] = PerMessageCache()
-"""Per-message encodings for drivers: each step of a run converts only its new messages."""
-
-
-def _encode_cached(message: Message, profile: Profile) -> tuple[tuple[Item, ...], tuple[LossRecord, ...]]:
+def _encode_alone(message: Message, profile: Profile) -> Encoded:
     report = ConversionReport()
     items: list[Item] = []
     _encode_one(message, 0, profile, items, report)
@@ -128,7 +142,7 @@ def _encode_cached(message: Message, profile: Profile) -> tuple[tuple[Item, ...]
 
 
 def _encode_one(
-    message: Message, mi: int, profile: Profile, items: list[Item], report: ConversionReport
+    message: Message, mi: int, profile: Profile | None, items: list[Item], report: ConversionReport
 ) -> None:
     if message.role == "assistant":
         _encode_assistant(message, mi, profile, items, report)
@@ -138,23 +152,65 @@ def _encode_one(
         items.append({"role": message.role, "content": _encode_input_content(message.parts, mi, report)})
 
 
-def _text_item_id(part: Text) -> str | None:
-    return part.provider_id
+_UNPAIRED = "its reasoning item is not replayed"
+
+
+class _Ids:
+    """Which item ids an assistant message sends.
+
+    A format conversion keeps every id unless OpenAI reasoning of the message is left out (the
+    API rejects an item whose reasoning item is missing). A stateless request sends an id only on
+    the items that follow a replayed reasoning item: with ``store=false`` the API resolves no
+    other id ("Item with id … not found"), and the items a reasoning item is paired with are the
+    ones after it in the same response."""
+
+    def __init__(self, message: Message, replayed: list[bool], *, stateless: bool) -> None:
+        self.stateless = stateless
+        self.refused = any(
+            type(p) is Reasoning and not ok and (p.provider or message.provider) == PROVIDER
+            for p, ok in zip(message.parts, replayed, strict=True)
+        )
+        self.paired = False  # stateless: the last reasoning item of this message was replayed
+        self.after_refused = False  # stateless: ... or was left out
+
+    def reasoning(self, replayed: bool) -> None:
+        self.paired = replayed
+        self.after_refused = not replayed
+
+    def keep(self) -> bool:
+        return self.paired if self.stateless else not self.refused
+
+    def reported(self) -> bool:
+        """Whether leaving an id out is a loss worth reporting (its reasoning was left out)."""
+        return self.after_refused if self.stateless else self.refused
+
+
+def _replayed_parts(message: Message, profile: Profile | None) -> list[bool]:
+    """Per part: whether it is a reasoning part that goes on the wire. Stateless requests need
+    the item's ``encrypted_content`` (carried by the item's first part)."""
+    target = profile or _CONVERT_PROFILE
+    out: list[bool] = []
+    item: str | None = None
+    item_ok = False
+    for part in message.parts:
+        if type(part) is not Reasoning:
+            item = None
+            out.append(False)
+            continue
+        ok = bool(part.provider_id) and replays_reasoning(part, message, target)
+        starts = item is None or part.provider_id != item or part.signature is not None
+        if starts:
+            item = part.provider_id
+            item_ok = ok and (profile is None or part.signature is not None)
+        out.append(ok and item_ok)
+    return out
 
 
 def _encode_assistant(
-    message: Message, mi: int, profile: Profile, items: list[Item], report: ConversionReport
+    message: Message, mi: int, profile: Profile | None, items: list[Item], report: ConversionReport
 ) -> None:
-    replay = [
-        type(p) is Reasoning and bool(p.provider_id) and replays_reasoning(p, message, profile)
-        for p in message.parts
-    ]
-    # A function_call/message id without its reasoning item is rejected: drop ids when any
-    # OpenAI reasoning of this message is not replayed.
-    keep_ids = not any(
-        type(p) is Reasoning and not ok and (p.provider or message.provider) == PROVIDER
-        for p, ok in zip(message.parts, replay, strict=True)
-    )
+    replayed = _replayed_parts(message, profile)
+    ids = _Ids(message, replayed, stateless=profile is not None)
     start = len(items)
     text_item: Item | None = None
     reasoning_item: Item | None = None
@@ -164,43 +220,42 @@ def _encode_assistant(
         if type(part) is not Reasoning:
             reasoning_item = None
         if type(part) is Text:
-            item_id = _text_item_id(part)
             if part.signature is not None:
                 report.drop(mi, pi, "text signature", "OpenAI Responses has no place for a text signature")
-            if item_id is not None and not keep_ids:
-                report.approximate(mi, pi, "message item id", "its reasoning item is not replayed")
-                item_id = None
-            if text_item is None or item_id is not None:
+            # a text with an id starts a new message item, sent with its id or not
+            if text_item is None or part.provider_id is not None:
                 text_item = {"type": "message", "role": "assistant", "content": []}
-                if item_id is not None:
-                    text_item["id"] = item_id
-                    text_item["status"] = "completed"
+                if part.provider_id is not None:
+                    if ids.keep():
+                        text_item["id"] = part.provider_id
+                        text_item["status"] = "completed"
+                    elif ids.reported():
+                        report.approximate(mi, pi, "message item id", _UNPAIRED)
                 items.append(text_item)
             text_item["content"].append({"type": "output_text", "text": part.text, "annotations": []})
         elif type(part) is Reasoning:
-            if not replay[pi]:
-                source = part.provider or message.provider or "an unknown provider"
-                why = (
-                    "reasoning without an item id (rs_…) cannot be sent"
-                    if not part.provider_id
-                    else f"reasoning from {source} is not replayed to this {profile.provider} model"
-                )
-                report.drop(mi, pi, "reasoning", why)
+            if not replayed[pi]:
+                if reasoning_item is None or reasoning_item.get("id") != part.provider_id:
+                    ids.reasoning(False)
+                report.drop(mi, pi, "reasoning", _refusal(part, message, profile))
+                reasoning_item = {"id": part.provider_id}  # a left-out item: its later parts follow it
                 continue
             if (
                 reasoning_item is not None
                 and reasoning_item["id"] == part.provider_id
+                and "summary" in reasoning_item
                 and part.signature is None
             ):
                 reasoning_item["summary"].append({"type": "summary_text", "text": part.text})
                 continue
+            ids.reasoning(True)
             reasoning_item = {"type": "reasoning", "id": part.provider_id, "summary": []}
             reasoning_item["summary"].append({"type": "summary_text", "text": part.text})
             if part.signature is not None:
                 reasoning_item["encrypted_content"] = part.signature
             items.append(reasoning_item)
         elif type(part) is ToolCall:
-            _encode_call(part, mi, pi, keep_ids, items, report)
+            _encode_call(part, mi, pi, ids, items, report)
         else:
             kind = type(part).__name__.lower()
             report.drop(mi, pi, kind, f"OpenAI Responses assistant messages cannot carry a {kind}")
@@ -212,8 +267,19 @@ def _encode_assistant(
             items[index] = {"role": "assistant", "content": item["content"][0]["text"]}  # the short form
 
 
+def _refusal(part: Reasoning, message: Message, profile: Profile | None) -> str:
+    """Why a reasoning part is not sent."""
+    if not part.provider_id:
+        return "reasoning without an item id (rs_…) cannot be sent"
+    source = part.provider or message.provider or "an unknown provider"
+    target = profile or _CONVERT_PROFILE
+    if replays_reasoning(part, message, target):  # only the encrypted content is missing
+        return "reasoning without encrypted_content cannot be resolved when store=false"
+    return f"reasoning from {source} is not replayed to this {target.provider} model"
+
+
 def _encode_call(
-    part: ToolCall, mi: int, pi: int, keep_ids: bool, items: list[Item], report: ConversionReport
+    part: ToolCall, mi: int, pi: int, ids: _Ids, items: list[Item], report: ConversionReport
 ) -> None:
     if part.id is None:
         report.drop(mi, pi, "tool call", "a function_call needs a call_id; this call has no id")
@@ -225,10 +291,10 @@ def _encode_call(
     if part.provider_id is not None:
         if not part.provider_id.startswith("fc"):
             report.drop(mi, pi, "tool call provider id", "not an OpenAI Responses function_call id")
-        elif keep_ids:
+        elif ids.keep():
             item["id"] = part.provider_id
-        else:
-            report.approximate(mi, pi, "function_call id", "its reasoning item is not replayed")
+        elif ids.reported():
+            report.approximate(mi, pi, "function_call id", _UNPAIRED)
     if part.signature is not None:
         report.drop(mi, pi, "tool call signature", "OpenAI Responses has no place for a call signature")
     items.append(item)
