@@ -79,7 +79,9 @@ def test_every_export_is_stable_after_one_round_trip(name: str, history: list[Me
 
 
 def _blank(part: object) -> bool:
-    return type(part) is Text and not part.text and part.signature is None and part.provider_id is None
+    """An empty text without a signature or provider id (an empty signature is none: no provider
+    issues one)."""
+    return type(part) is Text and not part.text and not part.signature and part.provider_id is None
 
 
 def _flat(messages: list[Message]) -> list[tuple[str, object]]:
