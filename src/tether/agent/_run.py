@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from msgspec.structs import replace
 
@@ -53,6 +53,9 @@ from ._result import (
 from ._state import RunState
 from ._tools import ArgumentsInvalid
 from ._toolstep import ToolStep
+
+if TYPE_CHECKING:
+    from tether.telemetry import RunTrace
 
 __all__ = ["STEP_LIMIT_TEXT", "Run", "attach_partial", "cancelled_partial"]
 
@@ -115,9 +118,16 @@ class Run:
         self._stamp = (provider, cfg.model.name.removeprefix(provider + ":"))
         self.instructions: str | None = None
         self.tools = ToolStep(self)
+        self.trace: RunTrace | None = None
+        """The run's telemetry (``tether.telemetry``), ``None`` while telemetry is off."""
 
     # -- entry ------------------------------------------------------------------------------------
     async def execute(self) -> Result[Any]:
+        if self.trace is not None:
+            return await self.trace.around(self, self._run_once)
+        return await self._run_once()
+
+    async def _run_once(self) -> Result[Any]:
         try:
             output, deferred = await self._execute()
             await self.persist(final=True)
@@ -251,6 +261,8 @@ class Run:
                 self._step_limit(message)
             deferred = self._deferral(message)
             if deferred is not None:
+                if self.trace is not None:
+                    self.trace.tools.pending(self, message, deferred)
                 return MISSING, deferred
             output = await self.tools.batch(message, {})
             if output is not MISSING:
@@ -267,9 +279,12 @@ class Run:
         elif not state.conversation_id:
             state.conversation_id = new_id()
         if cfg.history_processor is not None:
+            given = len(history)
             history = await apply_processor(
                 cfg.history_processor, cfg.processor_takes_ctx, history, self.context()
             )
+            if self.trace is not None:
+                self.trace.history_processed(cfg.history_processor, given, len(history))
         self.stage = "validate"
         pending_turn: Message | None = None
         if self.deferred_in is not None:
@@ -289,6 +304,8 @@ class Run:
         elif self.prompt is None:
             check_resumable(history)
         messages, state.repair = normalize_history(history)
+        if self.trace is not None:
+            self.trace.history_normalized(state.repair, len(messages))
         if pending_turn is None and self.prompt is None:
             check_resumable(messages)  # repair may have removed what made the raw history resumable
         if pending_turn is not None:
@@ -314,6 +331,11 @@ class Run:
 
     # -- model ------------------------------------------------------------------------------------
     async def _request(self) -> ModelResponse:
+        if self.trace is not None:
+            return await self.trace.chat(self, self._model_request)
+        return await self._model_request()
+
+    async def _model_request(self) -> ModelResponse:
         self.stage = "model"
         s, cfg = self.state, self.cfg
         view = MessagesView(s.sent)
