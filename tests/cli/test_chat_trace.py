@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +54,33 @@ def test_trace_to_an_unwritable_file_is_a_one_line_error(invoke: Invoke, tmp_pat
     assert result.exit_code == 2, result.output
     assert "cannot write the trace file" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_trace_without_the_sdk_names_the_package_to_install(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        class Hide:
+            def find_spec(self, name, path=None, target=None):
+                if name == "opentelemetry.sdk" or name.startswith("opentelemetry.sdk."):
+                    raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)")
+                return None
+        sys.meta_path.insert(0, Hide())
+        from tether.cli import main
+        sys.argv = ["tether", "chat", "-m", "test", "--db", sys.argv[1], "--trace", sys.argv[2], "hi"]
+        main()
+        """
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "c.db"), str(tmp_path / "t.jsonl")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(src)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install opentelemetry-sdk" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "t.jsonl").exists()

@@ -113,3 +113,29 @@ async def test_configure_sets_the_default_for_agents_without_their_own(otel: Ote
     assert run.name == "invoke_agent configured"
     await Agent(TestModel()).run("hi")  # restored: no longer traced here
     assert len(otel.named("invoke_agent")) == 1
+
+
+def test_a_global_provider_set_after_earlier_runs_is_picked_up(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import asyncio
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from tether.agent import Agent
+        from tether.models.testing import TestModel
+
+        agent = Agent(TestModel(), name="late")
+        asyncio.run(agent.run("before"))          # no provider yet: nothing to record
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        asyncio.run(agent.run("after"))
+        print(sorted(s.name for s in exporter.get_finished_spans()))
+        """
+    )
+    done = _python(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['chat test', 'invoke_agent late']"

@@ -361,5 +361,7 @@ class Agent(Generic[Deps, Output]):
             recorder=recorder,
             owned=owned,
         )
-        run.trace = run_trace(self.telemetry, self.name or self.model.name)
-        return cast(Result[Output], await run.execute())
+        trace = run.trace = run_trace(self.telemetry, self.name or self.model.name)
+        return cast(
+            Result[Output], await (run.execute() if trace is None else trace.around(run, run.execute))
+        )

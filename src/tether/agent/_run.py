@@ -123,11 +123,6 @@ class Run:
 
     # -- entry ------------------------------------------------------------------------------------
     async def execute(self) -> Result[Any]:
-        if self.trace is not None:
-            return await self.trace.around(self, self._run_once)
-        return await self._run_once()
-
-    async def _run_once(self) -> Result[Any]:
         try:
             output, deferred = await self._execute()
             await self.persist(final=True)
@@ -246,7 +241,7 @@ class Run:
             if self.prompt is not None:
                 self.add(self._user(self.prompt))
         while True:
-            response = await self._request()
+            response = await (self._request() if self.trace is None else self.trace.chat(self, self._request))
             s = self.state
             message = replace(response.message, run_id=s.run_id, conversation_id=s.conversation_id)
             message = distinct_calls(message, s.run_id, s.requests)
@@ -331,11 +326,6 @@ class Run:
 
     # -- model ------------------------------------------------------------------------------------
     async def _request(self) -> ModelResponse:
-        if self.trace is not None:
-            return await self.trace.chat(self, self._model_request)
-        return await self._model_request()
-
-    async def _model_request(self) -> ModelResponse:
         self.stage = "model"
         s, cfg = self.state, self.cfg
         view = MessagesView(s.sent)

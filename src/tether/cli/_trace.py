@@ -11,8 +11,8 @@ import contextlib
 from collections.abc import Generator
 from pathlib import Path
 
+import tether.telemetry as telemetry
 from tether.cli._common import fail
-from tether.telemetry import Telemetry, configure
 
 __all__ = ["chat_trace"]
 
@@ -29,18 +29,18 @@ def chat_trace(path: Path | None) -> Generator[None]:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-        from tether.telemetry import JsonLinesSpanExporter
+        exporter_type = telemetry.JsonLinesSpanExporter  # loads the SDK-based exporter
     except ImportError as exc:
         fail("--trace needs the OpenTelemetry SDK: pip install opentelemetry-sdk", cause=exc)
     try:
-        exporter = JsonLinesSpanExporter(path)
+        exporter = exporter_type(path)
     except OSError as exc:
         fail(f"cannot write the trace file {path}: {exc.strerror or exc}", cause=exc)
     provider = TracerProvider(resource=Resource.create({"service.name": "tether chat"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    previous = configure(Telemetry(tracer_provider=provider))
+    previous = telemetry.configure(telemetry.Telemetry(tracer_provider=provider))
     try:
         yield
     finally:
-        configure(previous)
+        telemetry.configure(previous)
         provider.shutdown()

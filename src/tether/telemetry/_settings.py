@@ -107,10 +107,14 @@ class Telemetry:
             return None
         tp: Any = self.tracer_provider
         mp: Any = self.meter_provider
-        if tp is None and "opentelemetry.trace" in sys.modules:
-            tp = _global_tracer_provider()
-        if mp is None and "opentelemetry.metrics" in sys.modules:
-            mp = _global_meter_provider()
+        if tp is None:
+            tp = _global_provider(
+                "opentelemetry.trace", "_TRACER_PROVIDER", "get_tracer_provider", _TRACER_ENV
+            )
+        if mp is None:
+            mp = _global_provider(
+                "opentelemetry.metrics._internal", "_METER_PROVIDER", "get_meter_provider", _METER_ENV
+            )
         if tp is None and mp is None:
             return None
         if tp is self._tp and mp is self._mp:
@@ -122,16 +126,24 @@ class Telemetry:
         return self._cached
 
 
-def _global_tracer_provider() -> Any:
-    from opentelemetry import trace  # already in sys.modules: a dictionary lookup
+_TRACER_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+_METER_ENV = "OTEL_PYTHON_METER_PROVIDER" in os.environ
+_UNKNOWN: Any = object()
 
-    return trace.get_tracer_provider()
 
-
-def _global_meter_provider() -> Any:
-    from opentelemetry import metrics  # already in sys.modules
-
-    return metrics.get_meter_provider()
+def _global_provider(module: str, variable: str, getter: str, from_env: bool) -> Any:
+    """OpenTelemetry's global provider, or ``None`` when the API is not loaded or nothing was
+    set (its proxy, a no-op): read from the API module's global first, which costs a dictionary
+    lookup, since this runs at the start of every run."""
+    api = sys.modules.get(module)
+    if api is None:
+        return None
+    current = getattr(api, variable, _UNKNOWN)
+    if current is None and not from_env:
+        return None
+    if current is not _UNKNOWN and current is not None:
+        return current
+    return getattr(api, getter)()  # the public way (loads a provider named in the environment)
 
 
 _default = Telemetry()
