@@ -253,3 +253,24 @@ async def test_a_real_driver_request_reports_response_fields_usage_and_losses(
     assert ev["tether.losses.dropped"] == sum(1 for x in report.losses if x.kind == "dropped") >= 1
     assert set(ev["tether.losses.kinds"]) == {x.kind for x in report.losses}
     assert "reasoning" in " ".join(ev["tether.losses.what"])
+
+
+async def test_an_external_result_is_reported_as_external(otel: Otel) -> None:
+    async def locate() -> str:
+        return "never run here"
+
+    agent = Agent(
+        turns(assistant(ToolCall("e1", "locate", "{}")), "You are in Oslo."),
+        tools=[Tool(locate, external=True)],
+        telemetry=otel.telemetry(),
+    )
+    paused = await agent.run("where am I?")
+    assert paused.deferred is not None
+    assert attrs(tool_spans(otel)["e1"])["tether.tool.status"] == "pending"
+    assert "tether.tool.approval" not in attrs(tool_spans(otel)["e1"])
+    otel.exporter.clear()
+    done = await agent.run(history=paused.messages, deferred=DeferredResults(results={"e1": "Oslo"}))
+    assert done.output == "You are in Oslo."
+    span = tool_spans(otel)["e1"]
+    assert attrs(span)["tether.tool.status"] == "external"
+    assert "tether.tool.approval" not in attrs(span)  # an external result is not an approval

@@ -38,13 +38,24 @@ OUTPUT_TOOL = "final_result"
 class ToolTrace:
     """The tool spans of one run."""
 
-    __slots__ = ("_approval", "_batch_start", "_batch_task", "_done", "_inline", "_ledger", "_spans", "inst")
+    __slots__ = (
+        "_approval",
+        "_batch_start",
+        "_batch_task",
+        "_done",
+        "_external",
+        "_inline",
+        "_ledger",
+        "_spans",
+        "inst",
+    )
 
     def __init__(self, inst: Instruments) -> None:
         self.inst = inst
         self._spans: dict[str, Span] = {}
         self._done: set[str] = set()
         self._approval: dict[str, str] = {}
+        self._external: set[str] = set()
         self._ledger: dict[str, str] = {}
         self._inline: list[Token[Context]] = []
         self._batch_start = 0
@@ -117,7 +128,7 @@ class ToolTrace:
             result = fixed
             tool = tools.get(result.name) if result is not None else None
             if tool is not None and tool.external:
-                self._approval[cid] = "external"
+                self._external.add(cid)
             else:
                 self._approval[cid] = "approved" if fixed is None else "denied"
 
@@ -193,9 +204,10 @@ class ToolTrace:
             self._finish(run, span, call, self._status(cid, result), result)
 
     def _status(self, cid: str, result: ToolResult) -> str:
-        approval = self._approval.get(cid)
-        if approval in ("denied", "external"):
-            return approval
+        if cid in self._external:
+            return "external"
+        if self._approval.get(cid) == "denied":
+            return "denied"
         if self._ledger.get(cid) == "outcome_unknown":
             return "outcome_unknown"
         if result.synthesized:
