@@ -6,7 +6,6 @@ The API's no-op and proxy providers (nothing configured) resolve to ``None``: te
 
 from __future__ import annotations
 
-import time
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from importlib import metadata
@@ -26,7 +25,7 @@ from opentelemetry.trace import (
 
 from . import _names as n
 
-__all__ = ["AttributeValue", "Instruments", "Metrics", "end_span", "resolve"]
+__all__ = ["AttributeValue", "Instruments", "Metrics", "mark_error", "resolve"]
 
 AttributeValue = str | int | float | bool | tuple[str, ...]
 _SCOPE = "tether"
@@ -131,14 +130,6 @@ def mark_error(span: Span, exc: BaseException) -> None:
     span.set_attribute(n.ERROR_TYPE, type(exc).__qualname__)
     span.set_status(Status(StatusCode.ERROR, str(exc)[:500] or type(exc).__name__))
     span.record_exception(exc)
-
-
-def end_span(span: Span, end_time: int | None = None) -> None:
-    span.end(end_time=end_time)
-
-
-def now_ns() -> int:
-    return time.time_ns()
 
 
 def resolve(tp: Any, mp: Any, capture: bool, max_chars: int) -> Instruments | None:
