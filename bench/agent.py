@@ -8,12 +8,24 @@ shows that per-step work does not grow with the history.
 
     python -m bench.agent            # full
     python -m bench.agent --quick    # fewer repetitions
+    python -m bench.agent --telemetry [--quick]   # telemetry overhead columns only
+
+Telemetry overhead: the marginal step cost and the 10-step run of tether with telemetry off and
+OpenTelemetry not imported (``off``), with the API imported and no provider configured
+(``api, no provider``: the no-op tracer, detected once per run), and with the SDK: a tracer
+provider with a ``BatchSpanProcessor`` (an exporter that discards), then also a meter provider.
+Each column runs in a fresh process (so ``off`` really has no OpenTelemetry module loaded);
+ratios are against ``off``. ``TETHER_BENCH_BASELINE_SRC=<dir>`` adds a column for another source
+tree (e.g. the code before telemetry existed), to check that ``off`` costs what it did.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,7 +50,7 @@ def history(n: int) -> list[Message]:
 # -- tether -------------------------------------------------------------------------------------
 
 
-def tether_runner(steps: int) -> Callable[[list[Message]], Awaitable[Any]]:
+def tether_runner(steps: int, telemetry: Any = None) -> Callable[[list[Message]], Awaitable[Any]]:
     async def step(i: int) -> str:
         return f"step {i} ok"
 
@@ -50,7 +62,8 @@ def tether_runner(steps: int) -> Callable[[list[Message]], Awaitable[Any]]:
             return assistant(ToolCall(f"b{counter[0]}", "step", f'{{"i": {counter[0]}}}'))
         return "done"
 
-    agent = TetherAgent(FunctionModel(reply), tools=[step], max_steps=steps + 5)
+    extra = {"telemetry": telemetry} if telemetry is not None else {}
+    agent = TetherAgent(FunctionModel(reply), tools=[step], max_steps=steps + 5, **extra)
 
     async def run(h: list[Message]) -> Any:
         counter[0] = 0
@@ -227,8 +240,92 @@ async def main(quick: bool) -> None:
         print(f"{n:>8} {'tether':<12} marginal step {marginal * 1e3:.3f} ms; run setup {t_zero * 1e3:.2f} ms")
 
 
+# -- telemetry overhead ---------------------------------------------------------------------------
+
+MODES = ("off", "api", "sdk", "sdk+metrics")
+MODE_LABELS = {
+    "off": "off (no OpenTelemetry loaded)",
+    "api": "API, no provider (no-op)",
+    "sdk": "SDK, batch span exporter",
+    "sdk+metrics": "SDK, batch spans + metrics",
+    "baseline": "baseline source tree",
+}
+
+
+def _telemetry_for(mode: str) -> Any:
+    if mode in ("off", "baseline"):
+        return None
+    import opentelemetry.metrics
+    import opentelemetry.trace  # noqa: F401 - loaded, as an application using OpenTelemetry has
+
+    if mode == "api":
+        return None  # the global providers: nothing configured
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from tether.telemetry import Telemetry
+
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tp = TracerProvider()
+    tp.add_span_processor(BatchSpanProcessor(Discard()))
+    mp = MeterProvider(metric_readers=[InMemoryMetricReader()]) if mode == "sdk+metrics" else None
+    return Telemetry(tracer_provider=tp, meter_provider=mp)
+
+
+async def measure_mode(mode: str, quick: bool) -> dict[str, float]:
+    """Seconds: the marginal step and the 10-step run, in this process."""
+    telemetry = _telemetry_for(mode)
+    if mode in ("off", "baseline"):
+        assert "opentelemetry" not in sys.modules, "the off column must not load OpenTelemetry"
+    repeat = 15 if quick else 40
+    t_zero = await measure(tether_runner(0, telemetry), [], repeat * 4)
+    t_long = await measure(tether_runner(LONG, telemetry), [], repeat)
+    t_run = await measure(tether_runner(STEPS, telemetry), [], repeat * 10)
+    return {"step": (t_long - t_zero) / LONG, "run": t_run}
+
+
+def telemetry_overhead(quick: bool) -> None:
+    columns: list[tuple[str, dict[str, float]]] = []
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sources = [(mode, os.environ.get("PYTHONPATH", "")) for mode in MODES]
+    baseline = os.environ.get("TETHER_BENCH_BASELINE_SRC")
+    if baseline:
+        sources.insert(0, ("baseline", baseline))
+    for mode, path in sources:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (path, here) if p)}
+        args = [
+            sys.executable,
+            "-m",
+            "bench.agent",
+            f"--telemetry-mode={mode}",
+            *(["--quick"] if quick else []),
+        ]
+        out = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
+        columns.append((mode, json.loads(out.strip().splitlines()[-1])))
+    off = dict(columns)["off"]
+    print(f"telemetry overhead: marginal step ({LONG}-step run) and a {STEPS}-step run; median; ratio vs off")
+    print(f"{'mode':<32} {'us/step':>9} {'ratio':>7} {'ms/run':>9} {'ratio':>7}")
+    for mode, m in columns:
+        print(
+            f"{MODE_LABELS[mode]:<32} {m['step'] * 1e6:>9.1f} {m['step'] / off['step']:>6.2f}x "
+            f"{m['run'] * 1e3:>9.3f} {m['run'] / off['run']:>6.2f}x"
+        )
+
+
 if __name__ == "__main__":
-    asyncio.run(main("--quick" in sys.argv))
+    quick = "--quick" in sys.argv
+    mode_arg = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--telemetry-mode=")), None)
+    if mode_arg is not None:
+        print(json.dumps(asyncio.run(measure_mode(mode_arg, quick))))
+    elif "--telemetry" in sys.argv:
+        telemetry_overhead(quick)
+    else:
+        asyncio.run(main(quick))
 
 
 __all__ = ["history", "main"]

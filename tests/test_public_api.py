@@ -12,6 +12,9 @@ import tether
 SRC = Path(tether.__file__).resolve().parent
 
 EXPECTED = {
+    "Telemetry",
+    "aclose_model",
+    "with_limits",
     "ToolCallDeltaEvent",
     "ApproximateCounter",
     "Loss",
@@ -218,4 +221,5 @@ _NOT_PUBLIC = {
     "Deps",  # type variables
     "Output",
     "OutputSpec",  # internal plumbing reachable only through private attributes
+    "Instruments",  # what Telemetry resolves to inside tether.telemetry: OpenTelemetry handles
 }

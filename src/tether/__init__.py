@@ -119,7 +119,9 @@ from tether.models import (
     TextDelta,
     ToolCallDelta,
     ToolDefinition,
+    aclose_model,
     infer_model,
+    with_limits,
 )
 from tether.models.testing import FunctionInfo, FunctionModel, ModelFunction, TestModel
 from tether.models.wire import ConversionReport, Loss
@@ -134,6 +136,7 @@ from tether.stores import (
     Store,
     ToolEffect,
 )
+from tether.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from tether.stores import PostgresStore
@@ -228,6 +231,7 @@ __all__ = [
     "StoreError",
     "StoreRecorder",
     "StreamEvent",
+    "Telemetry",
     "TestModel",
     "TetherError",
     "Text",
@@ -253,6 +257,7 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "aclose_model",
     "approximate_counter",
     "assistant",
     "budget_history",
@@ -274,4 +279,5 @@ __all__ = [
     "tool",
     "trim_history",
     "user",
+    "with_limits",
 ]

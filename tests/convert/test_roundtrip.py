@@ -84,6 +84,13 @@ def _blank(part: object) -> bool:
     return type(part) is Text and not part.text and not part.signature and part.provider_id is None
 
 
+def _unsigned(part: object) -> object:
+    """An empty signature is no signature: some wires leave an empty one out."""
+    if type(part) is Text and part.signature == "":
+        return msgspec.structs.replace(part, signature=None)
+    return part
+
+
 def _flat(messages: list[Message]) -> list[tuple[str, object]]:
     """Every part with its role, whole. An empty unsigned text carries nothing, so some wires
     leave it out (an empty Chat ``content``, an empty Gemini function response); that alone is
@@ -94,8 +101,9 @@ def _flat(messages: list[Message]) -> list[tuple[str, object]]:
             if _blank(p):
                 continue
             if type(p) is ToolResult:
-                p = msgspec.structs.replace(p, content=tuple(c for c in p.content if not _blank(c)))
-            out.append((m.role, p))
+                content = tuple(_unsigned(c) for c in p.content if not _blank(c))
+                p = msgspec.structs.replace(p, content=content)
+            out.append((m.role, _unsigned(p)))
     return out
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 from tether.errors import UserError
 from tether.messages import Message
 from tether.models import Model, ModelSettings, infer_model
+from tether.telemetry import Telemetry, run_trace
 
 from ._approvals import DeferredResults, MemoryReplayGuard, ReplayGuard
 from ._config import Prompt, RunConfig, RunOptions
@@ -59,7 +60,9 @@ class Agent(Generic[Deps, Output]):
     tokens expire after ``approval_ttl`` and are single-use through ``replay_guard`` (by default a
     bounded in-memory guard of this agent; pass a store to cover several processes).
     ``accept_truncated`` returns a text answer cut at the token limit (``result.stop_reason ==
-    "length"``) instead of failing the run with ``ModelError``.
+    "length"``) instead of failing the run with ``ModelError``. ``name`` names the agent in
+    telemetry (``gen_ai.agent.name``; default: the model's name); ``telemetry`` sets where this
+    agent's spans and metrics go (default: ``tether.telemetry.configure``, see docs/telemetry.md).
     """
 
     @overload
@@ -80,6 +83,8 @@ class Agent(Generic[Deps, Output]):
         replay_guard: ReplayGuard | None = None,
         accept_truncated: bool = False,
         settings: ModelSettings | None = None,
+        name: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -99,6 +104,8 @@ class Agent(Generic[Deps, Output]):
         replay_guard: ReplayGuard | None = None,
         accept_truncated: bool = False,
         settings: ModelSettings | None = None,
+        name: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -118,6 +125,8 @@ class Agent(Generic[Deps, Output]):
         replay_guard: ReplayGuard | None = None,
         accept_truncated: bool = False,
         settings: ModelSettings | None = None,
+        name: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -137,6 +146,8 @@ class Agent(Generic[Deps, Output]):
         replay_guard: ReplayGuard | None = None,
         accept_truncated: bool = False,
         settings: ModelSettings | None = None,
+        name: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None: ...
     def __init__(
         self,
@@ -155,12 +166,20 @@ class Agent(Generic[Deps, Output]):
         replay_guard: ReplayGuard | None = None,
         accept_truncated: bool = False,
         settings: ModelSettings | None = None,
+        name: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if max_steps < 1:
             raise UserError(f"max_steps must be at least 1, got {max_steps}")
         if retries < 0:
             raise UserError(f"retries must be 0 or more, got {retries}")
         self.model: Model = infer_model(model)
+        if name is not None and (not isinstance(name, str) or not name):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UserError(f"name must be a non-empty string, got {name!r}")
+        if telemetry is not None and not isinstance(telemetry, Telemetry):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UserError(f"telemetry must be a tether.telemetry.Telemetry, not {type(telemetry).__name__}")
+        self.name = name
+        self.telemetry = telemetry
         self.instructions = instructions
         self.instructions_fn = instructions_fn
         self.output_type = output_type
@@ -342,4 +361,7 @@ class Agent(Generic[Deps, Output]):
             recorder=recorder,
             owned=owned,
         )
-        return cast(Result[Output], await run.execute())
+        trace = run.trace = run_trace(self.telemetry, self.name or self.model.name)
+        return cast(
+            Result[Output], await (run.execute() if trace is None else trace.around(run, run.execute))
+        )

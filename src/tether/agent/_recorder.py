@@ -18,6 +18,7 @@ from msgspec.structs import replace
 
 from tether.errors import ConflictError, NotFound, Partial, StoreError, UserError
 from tether.messages import Message, ToolCall, new_id
+from tether.telemetry import traced_store
 
 from ._ledger import ledger_closures, tail_closure
 
@@ -146,6 +147,11 @@ class StoreRecorder:
     def write_timeout(self) -> float:
         return self._write_timeout
 
+    @property
+    def _db(self) -> Store:
+        """The store; inside a traced run its calls are client spans of the run."""
+        return traced_store(self.store)
+
     def _cid(self) -> str:
         if self.conversation_id is None:
             raise UserError("the recorder was not opened")
@@ -159,7 +165,7 @@ class StoreRecorder:
         passes ``check_history`` and the run needs no repair. ``repair=False`` (a run resuming
         ``deferred=`` decisions) keeps a bare pending turn open unless a call of it was started.
         Closures of older turns are inserted in the returned history only."""
-        store, owner = self.store, self.owner
+        store, owner = self._db, self.owner
         if self.conversation_id is None:
             self.conversation_id = new_id()
             return self.conversation_id, []
@@ -188,11 +194,9 @@ class StoreRecorder:
 
     async def _append(self, messages: Sequence[Message]) -> None:
         if not self._exists:
-            await self.store.create(self.owner, self._cid(), exist_ok=True)
+            await self._db.create(self.owner, self._cid(), exist_ok=True)
             self._exists = True
-        self.version = await self.store.append(
-            self.owner, self._cid(), messages, expected_version=self.version
-        )
+        self.version = await self._db.append(self.owner, self._cid(), messages, expected_version=self.version)
 
     async def record(self, messages: Sequence[Message]) -> str:
         if not messages:
@@ -209,19 +213,19 @@ class StoreRecorder:
         """Another writer appended after this run's last write: continue in a copy of the
         conversation as this run knew it (``version``), with the run's messages re-stamped."""
         old, base = self._cid(), self.version
-        fork_id = await self.store.fork(self.owner, old, at_version=base)
+        fork_id = await self._db.fork(self.owner, old, at_version=base)
         moved = [replace(m, conversation_id=fork_id) if m.conversation_id == old else m for m in messages]
         self.conversation_id = fork_id
         self._exists = True
         await self._append(moved)
 
     async def tool_started(self, run_id: str, call: ToolCall) -> bool:
-        return await self.store.record_tool_started(
+        return await self._db.record_tool_started(
             self.owner, self._cid(), run_id, call.id or "", call.name, call.arguments
         )
 
     async def tool_finished(self, run_id: str, call: ToolCall, *, failed: bool) -> None:
-        await self.store.record_tool_finished(self.owner, self._cid(), run_id, call.id or "", failed=failed)
+        await self._db.record_tool_finished(self.owner, self._cid(), run_id, call.id or "", failed=failed)
 
     async def failed(self, messages: Sequence[Message], partial: Partial | None) -> str:
         batch = list(messages)

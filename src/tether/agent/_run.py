@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from msgspec.structs import replace
 
@@ -53,6 +53,9 @@ from ._result import (
 from ._state import RunState
 from ._tools import ArgumentsInvalid
 from ._toolstep import ToolStep
+
+if TYPE_CHECKING:
+    from tether.telemetry import RunTrace
 
 __all__ = ["STEP_LIMIT_TEXT", "Run", "attach_partial", "cancelled_partial"]
 
@@ -115,6 +118,8 @@ class Run:
         self._stamp = (provider, cfg.model.name.removeprefix(provider + ":"))
         self.instructions: str | None = None
         self.tools = ToolStep(self)
+        self.trace: RunTrace | None = None
+        """The run's telemetry (``tether.telemetry``), ``None`` while telemetry is off."""
 
     # -- entry ------------------------------------------------------------------------------------
     async def execute(self) -> Result[Any]:
@@ -238,7 +243,7 @@ class Run:
             if self.prompt is not None:
                 self.add(self._user(self.prompt))
         while True:
-            response = await self._request()
+            response = await (self._request() if self.trace is None else self.trace.chat(self, self._request))
             s = self.state
             message = replace(response.message, run_id=s.run_id, conversation_id=s.conversation_id)
             message = distinct_calls(message, s.run_id, s.requests)
@@ -253,6 +258,8 @@ class Run:
                 self._step_limit(message)
             deferred = self._deferral(message)
             if deferred is not None:
+                if self.trace is not None:
+                    self.trace.tools.pending(self, message, deferred)
                 return MISSING, deferred
             output = await self.tools.batch(message, {})
             if output is not MISSING:
@@ -269,9 +276,12 @@ class Run:
         elif not state.conversation_id:
             state.conversation_id = new_id()
         if cfg.history_processor is not None:
+            given = len(history)
             history = await apply_processor(
                 cfg.history_processor, cfg.processor_takes_ctx, history, self.context()
             )
+            if self.trace is not None:
+                self.trace.history_processed(cfg.history_processor, given, len(history))
         self.stage = "validate"
         pending_turn: Message | None = None
         if self.deferred_in is not None:
@@ -291,6 +301,8 @@ class Run:
         elif self.prompt is None:
             check_resumable(history)
         messages, state.repair = normalize_history(history)
+        if self.trace is not None:
+            self.trace.history_normalized(state.repair, len(messages))
         if pending_turn is None and self.prompt is None:
             check_resumable(messages)  # repair may have removed what made the raw history resumable
         if pending_turn is not None:

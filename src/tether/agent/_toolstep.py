@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tether.errors import OutputValidationError, RunCanceled, RunError, RunStage, StoreError, ToolError
 from tether.messages import Message, Text, ToolCall, ToolResult
@@ -25,6 +25,9 @@ from ._result import MISSING, Event, ToolCallFinished, ToolCallStarted
 from ._state import RunState
 from ._tools import ArgumentsInvalid
 
+if TYPE_CHECKING:
+    from tether.telemetry import RunTrace
+
 __all__ = ["RunHost", "ToolStep"]
 
 
@@ -36,6 +39,7 @@ class RunHost(Protocol):
     stage: RunStage
     recorder: RunRecorder | None
     emit: Callable[[Event], None] | None
+    trace: RunTrace | None
 
     def add(self, message: Message) -> None: ...
     async def persist(self, *, final: bool = False) -> None: ...
@@ -71,6 +75,8 @@ class ToolStep:
             calls = {c.id: c for c in message.tool_calls}
             for r in results.tool_results:
                 run.emit(ToolCallFinished(s.run_id, s.conversation_id, calls[r.call_id], r))
+        if run.trace is not None:
+            run.trace.tools.answered(run, message, results)
         run.add(results)
 
     def _add_results(self, message: Message, results: list[ToolResult | None]) -> None:
@@ -86,6 +92,8 @@ class ToolStep:
         external) and ``None`` for approved calls. Returns the output when one was accepted."""
         run = self.run
         run.stage = "tools"
+        if run.trace is not None:
+            run.trace.tools.batch(run, decided)
         calls = [c for c in message.tool_calls if c.id]
         results: list[ToolResult | None] = [None] * len(calls)
         jobs, output, exhausted = self._plan(calls, decided, results)
@@ -186,6 +194,8 @@ class ToolStep:
                     ):
                         runnable.append(job)
                     else:
+                        if run.trace is not None:
+                            run.trace.tools.ledger_unknown(job.call)
                         results[job.index] = ToolResult(
                             job.call.id or "", job.call.name, (Text(UNKNOWN_OUTCOME_TEXT),), synthesized=True
                         )
@@ -197,12 +207,14 @@ class ToolStep:
                         )
 
                 jobs, finished = runnable, finished_hook
-            started = self._started_event if run.emit is not None else None
+            started = self._started_event if run.emit is not None or run.trace is not None else None
             await run_jobs(jobs, started, finished)
         except StoreError as exc:
             raise RunError(f"the store failed: {exc}", stage="store") from exc
         finally:
             self._count_done(jobs, results)
+            if run.trace is not None:
+                run.trace.tools.ran(run, jobs)
         return side_effects
 
     def _close(
@@ -228,5 +240,7 @@ class ToolStep:
 
     async def _started_event(self, job: Job) -> None:
         run = self.run
-        assert run.emit is not None
-        run.emit(ToolCallStarted(run.state.run_id, run.state.conversation_id, job.call))
+        if run.trace is not None:
+            run.trace.tools.started(run, job.call, job.tool)
+        if run.emit is not None:
+            run.emit(ToolCallStarted(run.state.run_id, run.state.conversation_id, job.call))

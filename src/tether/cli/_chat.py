@@ -38,6 +38,7 @@ from tether.cli._store import (
     resolve_conversation,
 )
 from tether.cli._stream import StreamPrinter, TurnOutcome, run_turn
+from tether.cli._trace import chat_trace
 from tether.errors import HistoryError, NotFound
 from tether.history import BudgetHistory, TrimHistory
 from tether.messages import Message, new_id
@@ -311,6 +312,7 @@ def _chat(
     budget: int | None,
     tools: bool,
     verbose: bool,
+    trace: Path | None = None,
 ) -> int:
     console = out_console()
     configure_logging(verbose)
@@ -333,6 +335,7 @@ def _chat(
     )
     with asyncio.Runner() as runner:
         stack = contextlib.AsyncExitStack()
+        stack.enter_context(chat_trace(trace))
         try:
             session, state = runner.run(
                 _open_session(
@@ -424,6 +427,12 @@ def chat(
             "--verbose", "-v", help="Show tether's log on stderr (e.g. what a request could not carry)."
         ),
     ] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace", help="Write the session's spans to FILE as OTLP JSON lines.", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Chat with a model; every turn is stored and a conversation survives restarts."""
     code = _chat(
@@ -439,6 +448,7 @@ def chat(
         budget=budget,
         tools=tools,
         verbose=verbose,
+        trace=trace,
     )
     if code:
         raise typer.Exit(code)

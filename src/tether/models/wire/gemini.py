@@ -257,6 +257,8 @@ def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSO
         losses.append((pi, "approximated", "synthesized flag", SYNTHESIZED_RESULT))
     if sum(1 for item in result.content if isinstance(item, Text)) > 1:
         losses.append((pi, "approximated", "text parts", "joined into one text by newlines"))
+    if any(isinstance(item, Text) and item.signature is not None for item in result.content):
+        losses.append((pi, "dropped", "text signature", "Gemini function responses carry no signatures"))
     text = result.text
     response: JSON
     if result.failed:
