@@ -10,6 +10,10 @@ from tether.agent._approvals import (
     PendingCall,
 )
 from tether.agent._batch import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT
+from tether.agent._compaction import Compactor, Prepared
+from tether.agent._compaction_config import DEFAULT_SUMMARY_PROMPT, Compaction
+from tether.agent._compaction_recall import recall_tool
+from tether.agent._compaction_report import CompactionReport
 from tether.agent._context import MessagesView, RunContext
 from tether.agent._output import OUTPUT_TOOL
 from tether.agent._result import (
@@ -28,11 +32,15 @@ from tether.agent._tools import Tool, ToolCanceled, function_tool
 
 __all__ = [
     "CANCELED_WHILE_RUNNING_TEXT",
+    "DEFAULT_SUMMARY_PROMPT",
     "OUTPUT_TOOL",
     "STEP_LIMIT_TEXT",
     "UNKNOWN_OUTCOME_TEXT",
     "Agent",
     "Approve",
+    "Compaction",
+    "CompactionReport",
+    "Compactor",
     "Deferred",
     "DeferredResults",
     "Deny",
@@ -41,6 +49,7 @@ __all__ = [
     "MessageCompleted",
     "MessagesView",
     "PendingCall",
+    "Prepared",
     "ReasoningEvent",
     "Result",
     "RunCompleted",
@@ -52,4 +61,5 @@ __all__ = [
     "ToolCallStarted",
     "ToolCanceled",
     "function_tool",
+    "recall_tool",
 ]
