@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import pytest
 
 from tether import Message, Text, UserError, assistant, system, user
-from tether.agent import Compaction, CompactionReport, Compactor
-from tether.history import SUMMARY_OPEN, check_history, split_summary
+from tether.agent import Compaction, CompactionReport, Compactor, MessagesView
+from tether.history import SUMMARY_OPEN, approximate_counter, check_history, split_summary
 from tether.messages import Usage
 from tether.models import ModelResponse
 from tether.models.testing import FunctionInfo, FunctionModel
@@ -65,6 +65,31 @@ async def test_no_window_means_no_compaction_and_config_window_overrides() -> No
     assert prepared.record is not None
     assert prepared.report is not None
     assert prepared.report.window == WINDOW
+
+
+async def test_checking_before_each_request_counts_only_the_new_messages() -> None:
+    counted: list[Message] = []
+    approximate = approximate_counter()
+
+    def counter(message: Message) -> int:
+        counted.append(message)
+        return approximate(message)
+
+    summaries = Summaries(max_lines=40)
+    compactor = _compactor(summaries, counter=counter)
+    history, _ = task_conversation(801)
+    grown: list[Message] = []
+    for m in history:
+        grown.append(m)
+        if m.role not in ("user", "tool"):
+            continue
+        before = len(counted)
+        prepared = await compactor.prepare(MessagesView(grown), window=WINDOW)  # as the run passes it
+        if not prepared.reports:  # a plain check: the one new message (or two), nothing else
+            assert len(counted) - before <= 2
+    assert compactor.compacted
+    with pytest.raises(UserError, match="one Compactor per run"):
+        await compactor.prepare(history[:10], window=WINDOW)
 
 
 # -- summaries and records --------------------------------------------------------------------------------
@@ -148,7 +173,7 @@ async def test_a_failing_summarizer_falls_back_to_elide_and_the_report_says_why(
     assert prepared.records == ()
     assert report.tokens_after <= report.limit
     assert check_history(list(prepared.messages)) == []
-    assert "summarizer failed" in report.line()
+    assert report.line().endswith("(the summarizer failed: RuntimeError: provider overloaded)")
 
 
 async def test_when_eliding_is_not_enough_the_budget_cuts_and_says_what_it_left_out() -> None:

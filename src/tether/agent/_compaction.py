@@ -292,6 +292,12 @@ class Compactor:
         (``/compact``). Summarizer failures never raise: they are in the report."""
         if not self._ready:
             self._begin(messages)
+        done = max(self._start, self._elide_upto)
+        if len(messages) < done:
+            raise UserError(
+                f"{len(messages)} messages given, fewer than this compactor has already compacted "
+                f"({done}): use one Compactor per run, over messages that only grow"
+            )
         self._messages = messages
         self.tally.update(messages)
         self._scan(messages)

@@ -81,5 +81,5 @@ class CompactionReport:
         head = "compacted" if not self.background else "compacted in the background"
         text = f"{head} {self.tokens_before:,} -> {self.tokens_after:,} tokens: {', '.join(what)}"
         if self.error is not None:
-            text += f" (summarizer failed: {self.error})"
+            text += f" ({self.error})"
         return text
