@@ -192,6 +192,7 @@ async def retention(model: Model, n: int, window: int, **config: Any) -> dict[st
         "compactions": len(reports),
         "summaries": sum(1 for r in reports if r.summarized),
         "failures": [r.error for r in reports if r.error],
+        "truncated": sum(1 for r in reports if r.truncated),
         "seconds": round(elapsed, 1),
     }
 
@@ -202,6 +203,8 @@ def _print_retention(name: str, r: dict[str, Any]) -> None:
         f"{name:<22} {r['in_view'] / facts:>7.0%} {r['in_summary']:>10} {r['recalled']}/{r['lost']:<6} "
         f"{r['summaries']:>9} {r['seconds']:>7}s"
     )
+    if r.get("truncated"):
+        print(f"{'':<22} summaries cut at their token limit (kept): {r['truncated']}")
     for error in sorted(set(r["failures"]))[:3]:
         print(f"{'':<22} summarizer failure: {error[:100]}")
 
@@ -212,7 +215,14 @@ async def local_retention() -> None:
 
     model = LocalModel(n_ctx=8_192)
     result = await retention(
-        model, 401, 6_000, summary_tokens=400, chunk_tokens=2_500, max_part_chars=600, timeout=600
+        model,
+        201,
+        6_000,
+        strategies=("summarize",),
+        summary_tokens=300,
+        chunk_tokens=2_500,
+        max_part_chars=600,
+        timeout=600,
     )
     print(json.dumps(result))
 

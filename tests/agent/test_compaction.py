@@ -216,11 +216,11 @@ async def test_a_summarizer_that_hangs_times_out_and_the_run_goes_on() -> None:
 @pytest.mark.parametrize(
     ("reply", "error"),
     [
-        (ModelResponse(assistant("half a summ"), "length", Usage(1, 1)), "stopped with 'length'"),
+        (ModelResponse(assistant("no"), "content_filter", Usage(1, 1)), "stopped with 'content_filter'"),
         ("   ", "returned no text"),
     ],
 )
-async def test_a_cut_or_empty_summary_is_a_failure(reply: object, error: str) -> None:
+async def test_a_refused_or_empty_summary_is_a_failure(reply: object, error: str) -> None:
     cfg = Compaction(summarizer=FunctionModel(lambda m, i: reply), strategies=("summarize",))  # type: ignore[arg-type,return-value]
     compactor = Compactor(cfg, _agent_model(), conversation_id="c")
     history, _ = task_conversation(301)
@@ -229,6 +229,20 @@ async def test_a_cut_or_empty_summary_is_a_failure(reply: object, error: str) ->
     assert prepared.report.error is not None
     assert error in prepared.report.error
     assert prepared.records == ()
+
+
+async def test_a_summary_cut_at_its_token_limit_is_kept_and_reported() -> None:
+    cut = ModelResponse(assistant("Task: migrate DEP-4471; decisions: advisory lo"), "length", Usage(9, 400))
+    cfg = Compaction(summarizer=FunctionModel(lambda m, i: cut), strategies=("summarize",))
+    compactor = Compactor(cfg, _agent_model(), conversation_id="c")
+    history, _ = task_conversation(301)
+    prepared = await compactor.prepare(history, window=WINDOW)
+    assert prepared.record is not None
+    assert prepared.record.summary == "Task: migrate DEP-4471; decisions: advisory lo"
+    assert prepared.report is not None
+    assert prepared.report.truncated
+    assert prepared.report.error is None
+    assert prepared.report.line().endswith("(the summary was cut at its token limit)")
 
 
 # -- forced, background, passed back in ---------------------------------------------------------------------

@@ -45,7 +45,7 @@ from ._tools import Tool
 
 __all__ = ["Compaction", "Compactor", "Prepared", "Strategy"]
 
-_BAD_STOPS = frozenset({"length", "content_filter", "error"})
+_BAD_STOPS = frozenset({"content_filter", "error"})
 RECALL_NOTE = SUMMARY_NOTE[:-1] + " and the recall tool can search them."
 
 
@@ -96,6 +96,7 @@ class _Summary:
     calls: int
     skipped: tuple[int, int] | None
     key: tuple[Any, ...]
+    truncated: bool = False
 
 
 class Compactor:
@@ -460,6 +461,7 @@ class Compactor:
         previous = plan.previous
         usage = Usage()
         calls = 0
+        truncated = False
         settings = ModelSettings(max_tokens=cfg.summary_tokens)
         try:
             async with asyncio.timeout(cfg.timeout):
@@ -483,6 +485,8 @@ class Compactor:
                         raise _Failed(f"the summarizer stopped with {response.stop_reason!r}")
                     if not summary:
                         raise _Failed("the summarizer returned no text")
+                    # a summary cut at summary_tokens still stands for its messages: kept, reported
+                    truncated = truncated or response.stop_reason == "length"
                     previous = summary
         except _Failed:
             raise
@@ -491,7 +495,7 @@ class Compactor:
         except Exception as exc:
             raise _Failed(f"the summarizer failed: {type(exc).__name__}: {exc}") from exc
         assert previous is not None
-        return _Summary(plan.start, plan.end, previous, usage, calls, plan.skipped, plan.key)
+        return _Summary(plan.start, plan.end, previous, usage, calls, plan.skipped, plan.key, truncated)
 
     def _apply(self, msgs: Sequence[Message], done: _Summary, before: int) -> CompactionRecord:
         self._summary = done.text
@@ -594,6 +598,7 @@ class Compactor:
             background=background,
             forced=forced,
             summarizer_calls=summary.calls if summary is not None else 0,
+            truncated=summary is not None and summary.truncated,
             usage=summary.usage if summary is not None else Usage(),
             record_id=record.id if record is not None else None,
         )

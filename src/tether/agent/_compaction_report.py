@@ -31,7 +31,9 @@ class CompactionReport:
     - ``error``: why the summarizer failed (``fallback`` is then true: elide and budget ran in
       its place). ``background``: a summary written while the run went on, adopted now.
       ``forced``: asked for (``/compact``), not triggered by size.
-    - ``summarizer_calls`` / ``usage``: what summarizing cost; ``record_id``: the record made.
+    - ``summarizer_calls`` / ``usage``: what summarizing cost; ``truncated``: the summarizer was
+      cut at ``Compaction.summary_tokens`` (the summary is kept as written); ``record_id``: the
+      record made.
     """
 
     steps: tuple[CompactionStep, ...]
@@ -52,6 +54,7 @@ class CompactionReport:
     background: bool = False
     forced: bool = False
     summarizer_calls: int = 0
+    truncated: bool = False
     usage: Usage = Usage()  # noqa: RUF009 - Usage is immutable
     record_id: str | None = None
 
@@ -80,6 +83,8 @@ class CompactionReport:
             what.append("nothing could be compacted")
         head = "compacted" if not self.background else "compacted in the background"
         text = f"{head} {self.tokens_before:,} -> {self.tokens_after:,} tokens: {', '.join(what)}"
+        if self.truncated:
+            text += " (the summary was cut at its token limit)"
         if self.error is not None:
             text += f" ({self.error})"
         return text
