@@ -15,7 +15,7 @@ from tether import Message, Text, UserError, assistant, system, user
 from tether.agent import Compaction, CompactionReport, Compactor, MessagesView
 from tether.history import SUMMARY_OPEN, approximate_counter, check_history, split_summary
 from tether.messages import Usage
-from tether.models import ModelResponse
+from tether.models import ModelResponse, ToolDefinition
 from tether.models.testing import FunctionInfo, FunctionModel
 from tether.stores import CompactionRecord, dumps_record, loads_record
 
@@ -90,6 +90,19 @@ async def test_checking_before_each_request_counts_only_the_new_messages() -> No
     assert compactor.compacted
     with pytest.raises(UserError, match="one Compactor per run"):
         await compactor.prepare(history[:10], window=WINDOW)
+
+
+async def test_instructions_and_tools_count_against_the_window() -> None:
+    compactor = _compactor(Summaries(), strategies=("summarize",))
+    tools = [ToolDefinition("read_file", "Read a file " * 50, {"type": "object", "properties": {}})]
+    overhead = compactor.overhead("You are a careful engineer. " * 500, tools)
+    assert overhead > 4_500
+    assert compactor.overhead(None) == 0
+    history, _ = task_conversation(81)  # about 12,000 tokens: under 16,000 alone
+    assert (await compactor.prepare(history, window=WINDOW)).report is None
+    prepared = await compactor.prepare(history, window=WINDOW, overhead=overhead)
+    assert prepared.report is not None
+    assert prepared.report.limit == 16_000 - overhead
 
 
 # -- summaries and records --------------------------------------------------------------------------------

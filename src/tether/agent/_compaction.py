@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from tether.errors import UserError
 from tether.history import (
     RECALL_HINT,
@@ -35,8 +37,8 @@ from tether.history import (
     summary_part,
 )
 from tether.messages import Message, Text, Usage, new_id
-from tether.models import Model, ModelSettings, infer_model
-from tether.stores._records import CompactionRecord
+from tether.models import Model, ModelSettings, ToolDefinition, infer_model
+from tether.stores import CompactionRecord
 
 from ._compaction_config import SUMMARY_REQUEST, Compaction, Strategy
 from ._compaction_recall import recall_tool
@@ -276,6 +278,18 @@ class Compactor:
         if self._system:
             tail = [m for m in tail if m.role != "system"]
         return [*self._frozen, *tail]
+
+    def overhead(self, instructions: str | None, tools: Sequence[ToolDefinition] = ()) -> int:
+        """Tokens every request carries besides its messages: the instructions and the tool
+        definitions (as the JSON a provider receives), counted with this compactor's counter.
+        Pass it to ``prepare(overhead=...)``; compute it once per run."""
+        parts: list[Text] = [Text(instructions)] if instructions else []
+        if tools:
+            schema = [
+                {"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools
+            ]
+            parts.append(Text(msgspec.json.encode(schema).decode()))
+        return self.tally.counter(Message("user", tuple(parts))) if parts else 0
 
     # -- the call per request -----------------------------------------------------------------------
     async def prepare(
