@@ -155,8 +155,8 @@ DRIVERS: list[tuple[str, Any]] = [
 def _build(name: str, driver: Any, history: list[Message]) -> list[Any]:
     """The history part of the request each driver's request builder makes (no I/O)."""
     if name == "openai-responses":
-        return driver.request_body(history, instructions="be brief")["input"]
-    kwargs = driver.request(history, instructions="be brief")
+        return driver.request_body(history, instructions="be concise")["input"]
+    kwargs = driver.request(history, instructions="be concise")
     if name == "gemini":
         return kwargs["contents"]
     return kwargs["messages"]

@@ -33,21 +33,20 @@ from tether.history import (
     elide,
     split_summary,
     summary_chunks,
-    summary_input,
     summary_part,
 )
 from tether.messages import Message, Text, Usage, new_id
-from tether.models import Model, ModelSettings, ToolDefinition, infer_model
+from tether.models import Model, ToolDefinition, infer_model
 from tether.stores import CompactionRecord
 
-from ._compaction_config import SUMMARY_REQUEST, Compaction, Strategy
+from ._compaction_config import Compaction, Strategy
 from ._compaction_recall import recall_tool
 from ._compaction_report import CompactionReport, CompactionStep
+from ._compaction_summary import Plan, Summary, SummaryFailed, write_summary
 from ._tools import Tool
 
 __all__ = ["Compaction", "Compactor", "Prepared", "Strategy"]
 
-_BAD_STOPS = frozenset({"content_filter", "error"})
 RECALL_NOTE = SUMMARY_NOTE[:-1] + " and the recall tool can search them."
 
 
@@ -70,35 +69,6 @@ class Prepared:
     def report(self) -> CompactionReport | None:
         """The newest report, or ``None`` when nothing was compacted."""
         return self.reports[-1] if self.reports else None
-
-
-class _Failed(Exception):
-    """The summarizer failed; the text says how (for the report)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """A summary to write: ``msgs[start:end]`` in ``chunks``, on top of ``previous``; ``key`` is
-    the compactor's state it was planned in (a background summary is adopted only in it)."""
-
-    start: int
-    end: int
-    chunks: tuple[tuple[int, int], ...]
-    previous: str | None
-    skipped: tuple[int, int] | None
-    key: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Summary:
-    start: int
-    end: int
-    text: str
-    usage: Usage
-    calls: int
-    skipped: tuple[int, int] | None
-    key: tuple[Any, ...]
-    truncated: bool = False
 
 
 class Compactor:
@@ -153,7 +123,7 @@ class Compactor:
         self._frozen: list[Message] = []
         self._frozen_upto = 0
         self._frozen_tokens = 0
-        self._bg: asyncio.Task[_Summary] | None = None
+        self._bg: asyncio.Task[Summary] | None = None
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -346,7 +316,7 @@ class Compactor:
             return
         if not bg.done():
             bg.cancel()
-        with contextlib.suppress(asyncio.CancelledError, _Failed):
+        with contextlib.suppress(asyncio.CancelledError, SummaryFailed):
             await bg  # also retrieves the failure of one that finished unadopted
 
     # -- strategies ---------------------------------------------------------------------------------
@@ -367,7 +337,7 @@ class Compactor:
         before = tokens
         steps: list[CompactionStep] = []
         error: str | None = failed
-        done: _Summary | None = None
+        done: Summary | None = None
         record: CompactionRecord | None = None
         elided_before = len(self.elided.elided)
         for strategy in cfg.strategies:
@@ -380,9 +350,9 @@ class Compactor:
                 continue
             try:
                 if failed is not None:
-                    raise _Failed(failed)
+                    raise SummaryFailed(failed)
                 done = await self._summarize(msgs, trigger, goal)
-            except _Failed as exc:
+            except SummaryFailed as exc:
                 error = str(exc)
                 if self._elide(msgs):
                     steps.append("elide")
@@ -439,11 +409,11 @@ class Compactor:
         self._elide_upto = max(self._elide_upto, cut)
         return (old, self.offset + cut - 1)
 
-    async def _summarize(self, msgs: Sequence[Message], trigger: Trigger, goal: int) -> _Summary | None:
+    async def _summarize(self, msgs: Sequence[Message], trigger: Trigger, goal: int) -> Summary | None:
         plan = self._plan(msgs, trigger, goal)
         return None if plan is None else await self._run_summary(msgs, plan)
 
-    def _plan(self, msgs: Sequence[Message], trigger: Trigger, goal: int) -> _Plan | None:
+    def _plan(self, msgs: Sequence[Message], trigger: Trigger, goal: int) -> Plan | None:
         """What the next summary covers and reads, fixed now (a background summary runs later)."""
         cfg = self.config
         start = self._start
@@ -467,51 +437,12 @@ class Compactor:
             how = "recall can search them" if cfg.recall else "they are kept in the log"
             note = f"[Messages {skipped[0]}-{skipped[1]} were not summarized (too many at once); {how}.]"
             previous = note if previous is None else f"{previous}\n\n{note}"
-        return _Plan(start, end, tuple(chunks), previous, skipped, (start, self._summary, self._gap))
+        return Plan(start, end, tuple(chunks), previous, skipped, (start, self._summary, self._gap))
 
-    async def _run_summary(self, msgs: Sequence[Message], plan: _Plan) -> _Summary:
-        """Write the summary ``plan`` describes; ``_Failed`` on any failure of the summarizer."""
-        cfg = self.config
-        previous = plan.previous
-        usage = Usage()
-        calls = 0
-        truncated = False
-        settings = ModelSettings(max_tokens=cfg.summary_tokens)
-        try:
-            async with asyncio.timeout(cfg.timeout):
-                for i, j in plan.chunks:
-                    text = summary_input(
-                        msgs,
-                        previous=previous,
-                        start=i,
-                        end=j,
-                        offset=self.offset,
-                        max_part_chars=cfg.max_part_chars,
-                    )
-                    request = [Message("user", (Text(f"{text}\n\n{SUMMARY_REQUEST}"),))]
-                    response = await self.summarizer.generate(
-                        request, instructions=cfg.prompt, settings=settings
-                    )
-                    calls += 1
-                    usage = usage + response.usage
-                    summary = response.message.text.strip()
-                    if response.stop_reason in _BAD_STOPS:
-                        raise _Failed(f"the summarizer stopped with {response.stop_reason!r}")
-                    if not summary:
-                        raise _Failed("the summarizer returned no text")
-                    # a summary cut at summary_tokens still stands for its messages: kept, reported
-                    truncated = truncated or response.stop_reason == "length"
-                    previous = summary
-        except _Failed:
-            raise
-        except TimeoutError:
-            raise _Failed(f"the summarizer timed out after {cfg.timeout:g} s") from None
-        except Exception as exc:
-            raise _Failed(f"the summarizer failed: {type(exc).__name__}: {exc}") from exc
-        assert previous is not None
-        return _Summary(plan.start, plan.end, previous, usage, calls, plan.skipped, plan.key, truncated)
+    async def _run_summary(self, msgs: Sequence[Message], plan: Plan) -> Summary:
+        return await write_summary(self.summarizer, self.config, msgs, plan, self.offset)
 
-    def _apply(self, msgs: Sequence[Message], done: _Summary, before: int) -> CompactionRecord:
+    def _apply(self, msgs: Sequence[Message], done: Summary, before: int) -> CompactionRecord:
         self._summary = done.text
         self._embedded = False
         self._gap = None
@@ -552,10 +483,10 @@ class Compactor:
         bg, self._bg = self._bg, None
         assert bg is not None
         error: str | None = None
-        done: _Summary | None = None
+        done: Summary | None = None
         try:
             done = bg.result()
-        except _Failed as exc:
+        except SummaryFailed as exc:
             error = str(exc)
         except asyncio.CancelledError:
             error = "the background summary was cancelled"
@@ -582,7 +513,7 @@ class Compactor:
         after: int,
         trigger: Trigger,
         *,
-        summary: _Summary | None,
+        summary: Summary | None,
         record: CompactionRecord | None,
         error: str | None,
         dropped: tuple[int, int] | None = None,
