@@ -236,7 +236,7 @@ async def retention_section(local: bool) -> None:
     scripted = await retention(Summaries(max_lines=60).model, 2_001, 20_000)
     _print_retention("scripted (tests)", scripted)
     if not local:
-        print("local model: skipped (--no-local)")
+        print("local model: skipped (--quick or --no-local)")
         return
     try:
         child = subprocess.run(
