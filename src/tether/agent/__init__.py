@@ -12,6 +12,10 @@ from tether.agent._approvals import (
     ReplayGuard,
 )
 from tether.agent._batch import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT
+from tether.agent._compaction import Compactor, Prepared
+from tether.agent._compaction_config import DEFAULT_SUMMARY_PROMPT, Compaction
+from tether.agent._compaction_recall import recall_tool
+from tether.agent._compaction_report import CompactionReport
 from tether.agent._context import MessagesView, RunContext
 from tether.agent._output import OUTPUT_TOOL
 from tether.agent._recorder import OnConflict, RunRecorder, StoreRecorder
@@ -34,11 +38,15 @@ from tether.agent._tools import Tool, ToolCanceled, function_tool
 __all__ = [
     "CANCELED_STOP_REASON",
     "CANCELED_WHILE_RUNNING_TEXT",
+    "DEFAULT_SUMMARY_PROMPT",
     "OUTPUT_TOOL",
     "STEP_LIMIT_TEXT",
     "UNKNOWN_OUTCOME_TEXT",
     "Agent",
     "Approve",
+    "Compaction",
+    "CompactionReport",
+    "Compactor",
     "Deferred",
     "DeferredResults",
     "Deny",
@@ -49,6 +57,7 @@ __all__ = [
     "MessagesView",
     "OnConflict",
     "PendingCall",
+    "Prepared",
     "ReasoningEvent",
     "ReplayGuard",
     "Result",
@@ -65,4 +74,5 @@ __all__ = [
     "ToolCanceled",
     "cancelled_partial",
     "function_tool",
+    "recall_tool",
 ]

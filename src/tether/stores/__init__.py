@@ -19,12 +19,15 @@ from tether.stores._protocol import (
     Store,
     ToolEffect,
 )
+from tether.stores._records import RECORD_VERSION, CompactionRecord, dumps_record, loads_record
 from tether.stores._sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from tether.stores._postgres import PostgresStore
 
 __all__ = [
+    "RECORD_VERSION",
+    "CompactionRecord",
     "ConversationInfo",
     "ExpireHook",
     "Keyring",
@@ -35,6 +38,8 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "ToolEffect",
+    "dumps_record",
+    "loads_record",
 ]
 
 
