@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tether"
-LAYERS = ["errors", "messages", "history", "models", "stores", "convert", "agent", "cli"]
+LAYERS = ["errors", "messages", "history", "models", "stores", "convert", "agent", "serve", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 
