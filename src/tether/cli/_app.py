@@ -8,8 +8,8 @@ from tether.cli._chat import chat
 from tether.cli._common import GuardedGroup
 from tether.cli._demo import demo
 from tether.cli._history import history_app
-from tether.cli._serve import serve_app
 from tether.cli._logs import logs_app
+from tether.cli._serve import serve_app
 
 __all__ = ["app"]
 

@@ -34,6 +34,7 @@ from tether.stores import Store
 from tether.stores._events import EventLog, RunRecord, RunStatus
 
 from ._errors import ApiError
+from ._events import ErrorInfo as EventError
 from ._events import (
     EventOut,
     PendingCall,
@@ -47,7 +48,6 @@ from ._events import (
     encode_agent_event,
     encode_event,
 )
-from ._events import ErrorInfo as EventError
 from ._schemas import DecisionsIn
 
 __all__ = ["Caller", "RunManager", "StoredCall", "StoredPause"]

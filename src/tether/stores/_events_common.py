@@ -71,10 +71,8 @@ def check_events(events: Sequence[bytes]) -> None:
 
 def not_held(run_id: str, status: str, holder: str | None, process_id: str) -> ConflictError:
     """The error of an append by a process that no longer holds the run."""
-    if status != "running":
-        why = f"is {status}"
-    else:
-        why = f"is held by process {holder!r}, not {process_id!r}"
+    held = f"is held by process {holder!r}, not {process_id!r}"
+    why = f"is {status}" if status != "running" else held
     return ConflictError(f"run {run_id!r} {why}: nothing was appended", expected=0, actual=1)
 
 

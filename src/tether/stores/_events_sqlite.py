@@ -148,7 +148,8 @@ class SQLiteEventLog:
                 raise busy(conversation_id, active[0])
             try:
                 conn.execute(
-                    f"INSERT INTO tether_serve_runs ({RUN_COLUMNS}) VALUES (?, ?, ?, 'running', ?, ?, 1, ?, NULL, NULL)",
+                    f"INSERT INTO tether_serve_runs ({RUN_COLUMNS}) VALUES (?, ?, ?, "
+                    "'running', ?, ?, 1, ?, NULL, NULL)",
                     (run_id, owner, conversation_id, t, t, process_id),
                 )
             except sqlite3.IntegrityError:
@@ -404,7 +405,8 @@ class SQLiteEventLog:
         def tx(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO tether_serve_processes (process_id, host, pid, started_at, heartbeat_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (process_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (process_id) DO UPDATE SET "
+                "heartbeat_at = excluded.heartbeat_at",
                 (process_id, host, pid, t, t),
             )
 
@@ -521,7 +523,8 @@ class SQLiteEventLog:
 
         def read(conn: sqlite3.Connection) -> tuple[str, str] | None:
             return conn.execute(
-                "SELECT t.digest, t.name FROM tether_serve_tokens t JOIN tether_serve_users u ON u.name = t.name "
+                "SELECT t.digest, t.name FROM tether_serve_tokens t JOIN "
+                "tether_serve_users u ON u.name = t.name "
                 "WHERE t.digest = ? AND t.revoked_at IS NULL AND u.revoked_at IS NULL",
                 (digest,),
             ).fetchone()

@@ -49,7 +49,8 @@ def check_user_name(name: object) -> str:
     """A user name: 1 to 64 characters of letters, digits and ``. _ @ -``, not starting with a symbol."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise UserError(
-            f"user name must be 1-64 letters, digits or . _ @ - (starting with a letter or digit), not {name!r}"
+            "user name must be 1-64 letters, digits or . _ @ - (starting with a "
+            f"letter or digit), not {name!r}"
         )
     return name
 
