@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from tether.agent import Tool, function_tool
 from tether.messages import Message, Text, ToolCall, Usage
@@ -49,8 +52,6 @@ class SlowWords:
     def _response(self, message: Message) -> ModelResponse:
         stop = "tool_calls" if message.tool_calls else "stop"
         usage = Usage(output_tokens=self.words)
-        from msgspec.structs import replace
-
         message = replace(message, provider="function", model=self.name, stop_reason=stop, usage=usage)
         return ModelResponse(message, stop, usage)
 
@@ -99,8 +100,6 @@ def charge_card() -> str:
     time after recording that it ran, so a test can kill the server while it is running."""
     with _counter_file().open("a") as f:
         f.write("charged\n")
-    import time
-
     time.sleep(float(os.environ.get("TETHER_TEST_EFFECT_SLEEP", "30")))
     return "charged"
 
@@ -112,8 +111,14 @@ def delete_files() -> str:
     return "deleted"
 
 
+def lookup() -> str:
+    """Look something up (quick, no side effects)."""
+    return "found it"
+
+
 def tools() -> list[Tool[Any]]:
     return [
         function_tool(idempotent=False)(charge_card),
         function_tool(requires_approval=True)(delete_files),
+        function_tool(lookup),
     ]
