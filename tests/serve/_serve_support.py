@@ -160,10 +160,15 @@ class Got:
 
 
 def read_events(
-    client: httpx.Client, run_id: str, *, last_event_id: int | None = None, stop_after: int | None = None
+    client: httpx.Client,
+    run_id: str,
+    *,
+    last_event_id: int | None = None,
+    stop_after: int | None = None,
+    until: str | None = None,
 ) -> list[Got]:
     """Read the run's stream; with ``stop_after`` disconnect after that many events (a client that
-    goes away mid-run), else read to the end of the stream."""
+    goes away mid-run) or after the first event of type ``until``, else read to the end."""
     headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
     got: list[Got] = []
     with connect_sse(client, "GET", f"/v1/runs/{run_id}/events", headers=headers) as source:
@@ -173,6 +178,8 @@ def read_events(
                 continue
             got.append(Got(int(sse.id), json.loads(sse.data)))
             if stop_after is not None and len(got) >= stop_after:
+                break
+            if until is not None and got[-1].data["type"] == until:
                 break
     return got
 
