@@ -15,6 +15,20 @@ __all__ = ["openapi_document"]
 
 _PATH_PARAM = re.compile(r"{(\w+)}")
 _REF = "#/components/schemas/{name}"
+_SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "description": "One server-sent event: `id` is the event's sequence number in the run, `data` a RunEvent",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "event": {"type": "string"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": "#/components/schemas/RunEvent"},
+        },
+    },
+    "required": ["data"],
+}
 
 
 def _content(schema: dict[str, Any], media: str = "application/json") -> dict[str, Any]:
@@ -71,7 +85,7 @@ def _operation(op: Operation, by_type: dict[Any, Any], error: dict[str, Any], au
     if op.stream:
         responses[str(op.status)] = {
             "description": "text/event-stream: `id: <seq>` and `data: <RunEvent JSON>` per event",
-            "content": _content({"type": "string"}, "text/event-stream"),
+            "content": _content(_SSE_EVENT, "text/event-stream"),
         }
     elif op.response is None:
         responses[str(op.status)] = {"description": "done"}
