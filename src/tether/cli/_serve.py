@@ -11,9 +11,11 @@ from typing import Annotated, Any
 
 import typer
 
+import tether.serve
 from tether.cli._common import err_console, fail, out_console
 from tether.cli._store import DbOpt, default_db_path
 from tether.errors import TetherError
+from tether.serve import CONFIG_ENV, ServeConfig, is_loopback, load_model, open_user_store
 
 __all__ = ["serve_app"]
 
@@ -59,8 +61,6 @@ def _database(db: Path | None, postgres: str | None) -> tuple[str | None, str | 
 
 @asynccontextmanager
 async def _users(db: Path | None, postgres: str | None, schema: str | None) -> AsyncGenerator[Any]:
-    from tether.serve import open_user_store
-
     path, dsn = _database(db, postgres)
     async with open_user_store(db=path, postgres=dsn, schema=schema) as users:
         yield users
@@ -109,7 +109,7 @@ def serve(
     try:
         import uvicorn
 
-        from tether.serve import ServeConfig, create_app, is_loopback, load_model
+        create_app = tether.serve.create_app
     except ImportError as exc:
         fail(f"tether serve needs its extra: pip install 'tether[serve]' ({exc})", cause=exc)
     if no_auth and not is_loopback(host):
@@ -153,8 +153,6 @@ def serve(
     if workers == 1:
         uvicorn.run(create_app(config, model=loaded), **options)
     else:
-        from tether.serve import CONFIG_ENV
-
         os.environ[CONFIG_ENV] = config.to_json().decode()
         uvicorn.run("tether.serve._main:app", factory=True, workers=workers, **options)
 

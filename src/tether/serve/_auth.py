@@ -7,8 +7,6 @@ every request the owner ``local``, the owner ``tether chat`` uses.
 
 from __future__ import annotations
 
-import ipaddress
-
 from starlette.requests import Request
 
 from tether.stores._users import UserStore
@@ -16,20 +14,10 @@ from tether.stores._users import UserStore
 from ._errors import ApiError
 from ._runs import Caller
 
-__all__ = ["LOCAL_OWNER", "Authenticator", "is_loopback"]
+__all__ = ["LOCAL_OWNER", "Authenticator"]
 
 LOCAL_OWNER = "local"
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="tether"'}
-
-
-def is_loopback(host: str) -> bool:
-    """True for a loopback address or ``localhost``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class Authenticator:

@@ -3,12 +3,14 @@ processes started by uvicorn get the same configuration through the environment)
 
 from __future__ import annotations
 
+import ipaddress
+
 import msgspec
 
 from tether.errors import UserError
 from tether.history import SanitizeLimits
 
-__all__ = ["CONFIG_ENV", "ServeConfig"]
+__all__ = ["CONFIG_ENV", "ServeConfig", "is_loopback"]
 
 CONFIG_ENV = "TETHER_SERVE_CONFIG"
 """The environment variable a worker process reads its configuration from."""
@@ -66,3 +68,13 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     @classmethod
     def from_json(cls, data: str | bytes) -> ServeConfig:
         return msgspec.json.decode(data, type=cls)
+
+
+def is_loopback(host: str) -> bool:
+    """True for a loopback address or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
