@@ -111,7 +111,7 @@ async def test_a_pause_is_taken_over_exactly_once(open_log: Open) -> None:
                 process_id=f"p{i}",
                 pause_id="pz",
             )
-            for other in logs
+            for i, other in enumerate(logs)
         )
     )
     assert sum(w is not None for w in wins) == 1
