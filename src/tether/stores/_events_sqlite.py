@@ -7,10 +7,12 @@ a run appended by another process polls the events table every ``poll_interval``
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Self, TypeVar
 
@@ -74,6 +76,8 @@ class SQLiteEventLog:
         self._closed = False
         self._tail = LiveTail()
         self._owners = OwnerCache()
+        self._appends: list[_Append] = []
+        self._committing = False
 
     async def __aenter__(self) -> Self:
         await self._run(self._read, lambda _: None)
@@ -175,44 +179,50 @@ class SQLiteEventLog:
         pause_id: str | None = None,
         pause: bytes | None = None,
     ) -> int:
-        """See ``EventLog.append``."""
+        """See ``EventLog.append``. Appends of concurrent runs are committed together (group
+        commit): one transaction carries whatever arrived while the previous one committed."""
         check_events(events)
         if status is not None:
             check_status(status)
-        t = self._clock()
-
-        def tx(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
-                "SELECT status, process_id, last_seq FROM tether_serve_runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is None:
-                raise run_not_found(run_id)
-            current, holder, last = row
-            if current != "running" or holder != process_id:
-                raise not_held(run_id, current, holder, process_id)
-            conn.executemany(
-                "INSERT INTO tether_serve_events (run_id, seq, created_at, data) VALUES (?, ?, ?, ?)",
-                [(run_id, last + 1 + i, t, data) for i, data in enumerate(events)],
-            )
-            paused = status == "paused"
-            conn.execute(
-                "UPDATE tether_serve_runs SET last_seq = ?, updated_at = ?, status = ?, pause_id = ?, "
-                "pause = ? WHERE run_id = ?",
-                (
-                    last + len(events),
-                    t,
-                    status or current,
-                    pause_id if paused else None,
-                    pause if paused else None,
-                    run_id,
-                ),
-            )
-            return int(last)
-
-        last = await self._run(self._write, tx)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._appends.append(_Append(run_id, process_id, list(events), status, pause_id, pause, future))
+        if not self._committing:
+            self._committing = True
+            asyncio.get_running_loop().create_task(self._commit_appends())
+        last = await future
         logged = [LoggedEvent(last + 1 + i, data) for i, data in enumerate(events)]
         self._tail.publish(run_id, logged, local=True, final=status not in (None, "running"))
         return last + len(events)
+
+    async def _commit_appends(self) -> None:
+        try:
+            while self._appends:
+                batch, self._appends = self._appends, []
+                t = self._clock()
+
+                def tx(
+                    conn: sqlite3.Connection, batch: list[_Append] = batch, t: float = t
+                ) -> list[int | TetherError]:
+                    return [_append_one(conn, item, t) for item in batch]
+
+                try:
+                    outcomes = await self._run(self._write, tx)
+                except BaseException as exc:  # the transaction failed: every append of it did
+                    for item in batch:
+                        if not item.future.done():
+                            item.future.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                for item, outcome in zip(batch, outcomes, strict=True):
+                    if item.future.done():
+                        continue
+                    if isinstance(outcome, TetherError):
+                        item.future.set_exception(outcome)
+                    else:
+                        item.future.set_result(outcome)
+        finally:
+            self._committing = False
 
     async def take_over(
         self,
@@ -546,6 +556,48 @@ class SQLiteEventLog:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+@dataclass(slots=True)
+class _Append:
+    run_id: str
+    process_id: str
+    events: list[bytes]
+    status: RunStatus | None
+    pause_id: str | None
+    pause: bytes | None
+    future: asyncio.Future[int]
+
+
+def _append_one(conn: sqlite3.Connection, item: _Append, t: float) -> int | TetherError:
+    """One run's append inside a group transaction: its last seq before, or why it was refused
+    (nothing of it written)."""
+    row = conn.execute(
+        "SELECT status, process_id, last_seq FROM tether_serve_runs WHERE run_id = ?", (item.run_id,)
+    ).fetchone()
+    if row is None:
+        return run_not_found(item.run_id)
+    current, holder, last = row
+    if current != "running" or holder != item.process_id:
+        return not_held(item.run_id, current, holder, item.process_id)
+    conn.executemany(
+        "INSERT INTO tether_serve_events (run_id, seq, created_at, data) VALUES (?, ?, ?, ?)",
+        [(item.run_id, last + 1 + i, t, data) for i, data in enumerate(item.events)],
+    )
+    paused = item.status == "paused"
+    conn.execute(
+        "UPDATE tether_serve_runs SET last_seq = ?, updated_at = ?, status = ?, pause_id = ?, pause = ? "
+        "WHERE run_id = ?",
+        (
+            last + len(item.events),
+            t,
+            item.status or current,
+            item.pause_id if paused else None,
+            item.pause if paused else None,
+            item.run_id,
+        ),
+    )
+    return int(last)
 
 
 def _times(t: float) -> tuple[datetime, datetime]:
