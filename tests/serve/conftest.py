@@ -30,7 +30,7 @@ def pg_dsn() -> str:
     return dsn
 
 
-def _pg_database(dsn: str) -> Iterator[Database]:
+def pg_database(dsn: str) -> Iterator[Database]:
     schema = f"tether_serve_{uuid.uuid4().hex[:12]}"
     yield Database("postgres", dsn=dsn, schema=schema)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -43,13 +43,13 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     if request.param == "sqlite":
         yield Database("sqlite", path=tmp_path / "serve.db")
         return
-    yield from _pg_database(request.getfixturevalue("pg_dsn"))
+    yield from pg_database(request.getfixturevalue("pg_dsn"))
 
 
 @pytest.fixture
 def pg_db(pg_dsn: str) -> Iterator[Database]:
     """A PostgreSQL database (several processes share it)."""
-    yield from _pg_database(pg_dsn)
+    yield from pg_database(pg_dsn)
 
 
 @pytest.fixture

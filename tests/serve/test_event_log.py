@@ -4,19 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.serve._serve_support import Database
+from tests.serve.conftest import pg_database
 
 from tether.errors import ConflictError, NotFound, StoreError, UserError
 from tether.stores import PostgresStore, SQLiteStore
+from tether.stores._events_memory import MemoryEventLog
 from tether.stores._events_postgres import PostgresEventLog
 from tether.stores._events_sqlite import SQLiteEventLog
 
 Open = Callable[[], Any]
+MEMORY: dict[int, MemoryEventLog] = {}
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """The log's backend: memory (one instance stands for every process), SQLite, PostgreSQL."""
+    if request.param == "memory":
+        yield Database("memory")
+        return
+    if request.param == "sqlite":
+        yield Database("sqlite", path=tmp_path / "serve.db")
+        return
+    yield from pg_database(request.getfixturevalue("pg_dsn"))
 
 
 @pytest.fixture
@@ -25,6 +40,8 @@ async def open_log(db: Database) -> AsyncIterator[Open]:
 
     def make() -> Any:
         log: Any
+        if db.kind == "memory":
+            return MEMORY.setdefault(id(db), MemoryEventLog())
         if db.kind == "sqlite":
             log = SQLiteEventLog(db.path or "")
         else:
@@ -172,6 +189,9 @@ async def test_users_tokens_and_revocation(open_log: Open) -> None:
     assert [(u.name, u.tokens, u.revoked_at is not None) for u in listed] == [("alice", 0, True)]
 
 
+@pytest.mark.parametrize(
+    "db", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
 async def test_store_and_event_log_share_one_database_in_either_order(db: Database, open_log: Open) -> None:
     store: Any = (
         SQLiteStore(db.path or "") if db.kind == "sqlite" else PostgresStore(db.dsn or "", schema=db.schema)
