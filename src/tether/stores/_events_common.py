@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from tether.errors import ConflictError, UserError
@@ -14,11 +16,14 @@ from tether.stores._users import UserInfo
 __all__ = [
     "ACTIVE_SQL",
     "RUN_COLUMNS",
+    "Append",
     "OwnerCache",
     "check_events",
     "check_run_args",
     "check_status",
     "not_held",
+    "notify_payloads",
+    "settle",
     "to_record",
     "to_user",
 ]
@@ -74,6 +79,45 @@ def not_held(run_id: str, status: str, holder: str | None, process_id: str) -> C
     held = f"is held by process {holder!r}, not {process_id!r}"
     why = f"is {status}" if status != "running" else held
     return ConflictError(f"run {run_id!r} {why}: nothing was appended", expected=0, actual=1)
+
+
+@dataclass(slots=True)
+class Append:
+    """One run's append waiting for the next group commit."""
+
+    run_id: str
+    process_id: str
+    events: list[bytes]
+    status: RunStatus | None
+    pause_id: str | None
+    pause: bytes | None
+    future: asyncio.Future[int]
+
+
+def settle(batch: Sequence[Append], outcomes: Sequence[int | BaseException]) -> None:
+    """Hand each append of a group commit its last seq before, or its error."""
+    for item, outcome in zip(batch, outcomes, strict=True):
+        if item.future.done():
+            continue
+        if isinstance(outcome, BaseException):
+            item.future.set_exception(outcome)
+        else:
+            item.future.set_result(outcome)
+
+
+def notify_payloads(run_ids: Sequence[str], limit: int = 7900) -> list[str]:
+    """Run ids joined by commas into NOTIFY payloads under PostgreSQL's 8000-byte limit."""
+    out: list[str] = []
+    current = ""
+    for run_id in run_ids:
+        joined = f"{current},{run_id}" if current else run_id
+        if len(joined.encode()) > limit and current:
+            out.append(current)
+            joined = run_id
+        current = joined
+    if current:
+        out.append(current)
+    return out
 
 
 class OwnerCache:

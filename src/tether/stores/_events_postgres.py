@@ -33,11 +33,14 @@ from tether.stores._events import (
 from tether.stores._events_common import (
     ACTIVE_SQL,
     RUN_COLUMNS,
+    Append,
     OwnerCache,
     check_events,
     check_run_args,
     check_status,
     not_held,
+    notify_payloads,
+    settle,
     to_record,
     to_user,
 )
@@ -110,6 +113,9 @@ class PostgresEventLog:
         self._tail = LiveTail()
         self._owners = OwnerCache()
         self._listener: asyncio.Task[None] | None = None
+        self._appends: list[Append] = []
+        self._committing = False
+        self._commit_task: asyncio.Task[None] | None = None
         self._listening = False
 
     async def __aenter__(self) -> Self:
@@ -161,7 +167,8 @@ class PostgresEventLog:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self._listening = True
                     async for note in conn.notifies():
-                        self._tail.wake(note.payload)
+                        for run_id in note.payload.split(","):
+                            self._tail.wake(run_id)
                 finally:
                     self._listening = False
                     await conn.close()
@@ -224,47 +231,94 @@ class PostgresEventLog:
         pause_id: str | None = None,
         pause: bytes | None = None,
     ) -> int:
-        """See ``EventLog.append``."""
+        """See ``EventLog.append``. Appends of concurrent runs are committed together (group
+        commit): one transaction, and one notification, for whatever arrived meanwhile."""
         check_events(events)
         if status is not None:
             check_status(status)
-        t = self._clock()
-        paused = status == "paused"
-        async with self._tx() as conn:
-            cursor = await conn.execute(
-                "SELECT status, process_id, last_seq FROM tether_serve_runs WHERE run_id = %s FOR UPDATE",
-                (run_id,),
-            )
-            row = await cursor.fetchone()
-            if row is None:
-                raise run_not_found(run_id)
-            current, holder, last = row
-            if current != "running" or holder != process_id:
-                raise not_held(run_id, current, holder, process_id)
-            n = len(events)
-            await conn.execute(
-                "WITH batch AS (INSERT INTO tether_serve_events (run_id, seq, created_at, data) "
-                "SELECT %s, s, %s, d FROM unnest(%s::bigint[], %s::bytea[]) AS u(s, d)) "
-                "UPDATE tether_serve_runs SET last_seq = %s, updated_at = %s, status = %s, pause_id = %s, "
-                "pause = %s WHERE run_id = %s",
-                (
-                    run_id,
-                    t,
-                    [last + 1 + i for i in range(n)],
-                    list(events),
-                    last + n,
-                    t,
-                    status or current,
-                    pause_id if paused else None,
-                    pause if paused else None,
-                    run_id,
-                ),
-            )
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, run_id))
-        last = int(last)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        self._appends.append(Append(run_id, process_id, list(events), status, pause_id, pause, future))
+        if not self._committing:
+            self._committing = True
+            self._commit_task = loop.create_task(self._commit_appends())
+        last = await future
         logged = [LoggedEvent(last + 1 + i, data) for i, data in enumerate(events)]
         self._tail.publish(run_id, logged, local=True, final=status not in (None, "running"))
         return last + len(events)
+
+    async def _commit_appends(self) -> None:
+        try:
+            while self._appends:
+                batch, self._appends = self._appends, []
+                try:
+                    outcomes = await self._append_batch(batch)
+                except Exception as exc:  # the transaction failed: every append of it did
+                    settle(batch, [exc] * len(batch))
+                    continue
+                settle(batch, outcomes)
+        finally:
+            self._committing = False
+
+    async def _append_batch(self, batch: list[Append]) -> list[int | Exception]:
+        t = self._clock()
+        ids = list({item.run_id for item in batch})
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                "SELECT run_id, status, process_id, last_seq FROM tether_serve_runs "
+                "WHERE run_id = ANY(%s) ORDER BY run_id FOR UPDATE",
+                (ids,),
+            )
+            rows: dict[str, list[Any]] = {r[0]: [r[1], r[2], int(r[3])] for r in await cursor.fetchall()}
+            outcomes: list[int | Exception] = []
+            seqs: list[int] = []
+            datas: list[bytes] = []
+            runs: list[str] = []
+            for item in batch:
+                row = rows.get(item.run_id)
+                if row is None:
+                    outcomes.append(run_not_found(item.run_id))
+                    continue
+                current, holder, last = row
+                if current != "running" or holder != item.process_id:
+                    outcomes.append(not_held(item.run_id, current, holder, item.process_id))
+                    continue
+                outcomes.append(last)
+                runs += [item.run_id] * len(item.events)
+                seqs += range(last + 1, last + 1 + len(item.events))
+                datas += item.events
+                row[2] = last + len(item.events)
+                if item.status is not None:
+                    row[0] = item.status
+            if runs:
+                await conn.execute(
+                    "INSERT INTO tether_serve_events (run_id, seq, created_at, data) "
+                    "SELECT r, s, %s, d FROM unnest(%s::text[], %s::bigint[], %s::bytea[]) AS u(r, s, d)",
+                    (t, runs, seqs, datas),
+                )
+                changed = [
+                    (item, rows[item.run_id])
+                    for item, outcome in zip(batch, outcomes, strict=True)
+                    if not isinstance(outcome, Exception)
+                ]
+                await conn.execute(
+                    "UPDATE tether_serve_runs AS r SET last_seq = u.last_seq, "
+                    "updated_at = %s, status = u.status, "
+                    "pause_id = u.pause_id, pause = u.pause "
+                    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bytea[]) "
+                    "AS u(run_id, last_seq, status, pause_id, pause) WHERE r.run_id = u.run_id",
+                    (
+                        t,
+                        [item.run_id for item, _ in changed],
+                        [row[2] for _, row in changed],
+                        [row[0] for _, row in changed],
+                        [item.pause_id if item.status == "paused" else None for item, _ in changed],
+                        [item.pause if item.status == "paused" else None for item, _ in changed],
+                    ),
+                )
+                for payload in notify_payloads(sorted(set(runs))):
+                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+        return outcomes
 
     async def take_over(
         self,
@@ -380,19 +434,23 @@ class PostgresEventLog:
             cached = self._tail.cached(run_id, after_seq, limit)
             if cached is not None:
                 return cached
-        async with self._tx() as conn:
-            if known is None:
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn:  # one statement, no transaction
+                if known is None:
+                    cursor = await conn.execute(
+                        "SELECT 1 FROM tether_serve_runs WHERE run_id = %s AND owner = %s", (run_id, owner)
+                    )
+                    if await cursor.fetchone() is None:
+                        raise run_not_found(run_id)
                 cursor = await conn.execute(
-                    "SELECT 1 FROM tether_serve_runs WHERE run_id = %s AND owner = %s", (run_id, owner)
+                    "SELECT seq, data FROM tether_serve_events WHERE run_id = %s AND seq > %s "
+                    "ORDER BY seq LIMIT %s",
+                    (run_id, after_seq, limit),
                 )
-                if await cursor.fetchone() is None:
-                    raise run_not_found(run_id)
-            cursor = await conn.execute(
-                "SELECT seq, data FROM tether_serve_events WHERE run_id = %s AND "
-                "seq > %s ORDER BY seq LIMIT %s",
-                (run_id, after_seq, limit),
-            )
-            rows = await cursor.fetchall()
+                rows = await cursor.fetchall()
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL: {exc}") from exc
         self._owners.put(run_id, owner)
         return [LoggedEvent(int(seq), bytes(data)) for seq, data in rows]
 

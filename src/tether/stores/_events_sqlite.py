@@ -12,7 +12,6 @@ import os
 import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Self, TypeVar
 
@@ -31,11 +30,13 @@ from tether.stores._events import (
 from tether.stores._events_common import (
     ACTIVE_SQL,
     RUN_COLUMNS,
+    Append,
     OwnerCache,
     check_events,
     check_run_args,
     check_status,
     not_held,
+    settle,
     to_record,
     to_user,
 )
@@ -76,8 +77,9 @@ class SQLiteEventLog:
         self._closed = False
         self._tail = LiveTail()
         self._owners = OwnerCache()
-        self._appends: list[_Append] = []
+        self._appends: list[Append] = []
         self._committing = False
+        self._commit_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
         await self._run(self._read, lambda _: None)
@@ -185,10 +187,10 @@ class SQLiteEventLog:
         if status is not None:
             check_status(status)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._appends.append(_Append(run_id, process_id, list(events), status, pause_id, pause, future))
+        self._appends.append(Append(run_id, process_id, list(events), status, pause_id, pause, future))
         if not self._committing:
             self._committing = True
-            asyncio.get_running_loop().create_task(self._commit_appends())
+            self._commit_task = asyncio.get_running_loop().create_task(self._commit_appends())
         last = await future
         logged = [LoggedEvent(last + 1 + i, data) for i, data in enumerate(events)]
         self._tail.publish(run_id, logged, local=True, final=status not in (None, "running"))
@@ -201,26 +203,16 @@ class SQLiteEventLog:
                 t = self._clock()
 
                 def tx(
-                    conn: sqlite3.Connection, batch: list[_Append] = batch, t: float = t
+                    conn: sqlite3.Connection, batch: list[Append] = batch, t: float = t
                 ) -> list[int | TetherError]:
                     return [_append_one(conn, item, t) for item in batch]
 
                 try:
                     outcomes = await self._run(self._write, tx)
-                except BaseException as exc:  # the transaction failed: every append of it did
-                    for item in batch:
-                        if not item.future.done():
-                            item.future.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
+                except Exception as exc:  # the transaction failed: every append of it did
+                    settle(batch, [exc] * len(batch))
                     continue
-                for item, outcome in zip(batch, outcomes, strict=True):
-                    if item.future.done():
-                        continue
-                    if isinstance(outcome, TetherError):
-                        item.future.set_exception(outcome)
-                    else:
-                        item.future.set_result(outcome)
+                settle(batch, outcomes)
         finally:
             self._committing = False
 
@@ -558,18 +550,7 @@ class SQLiteEventLog:
             self._conn = None
 
 
-@dataclass(slots=True)
-class _Append:
-    run_id: str
-    process_id: str
-    events: list[bytes]
-    status: RunStatus | None
-    pause_id: str | None
-    pause: bytes | None
-    future: asyncio.Future[int]
-
-
-def _append_one(conn: sqlite3.Connection, item: _Append, t: float) -> int | TetherError:
+def _append_one(conn: sqlite3.Connection, item: Append, t: float) -> int | TetherError:
     """One run's append inside a group transaction: its last seq before, or why it was refused
     (nothing of it written)."""
     row = conn.execute(
