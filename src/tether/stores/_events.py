@@ -261,6 +261,11 @@ class LiveTail:
         if not tail.events and not tail.local and not tail.waiters:
             self._tails.pop(run_id, None)
 
+    def wake_all(self) -> None:
+        """Wake every waiting reader (a notification too big to name its runs)."""
+        for run_id in list(self._tails):
+            self.wake(run_id)
+
     def cached(self, run_id: str, after_seq: int, limit: int) -> list[LoggedEvent] | None:
         """The events after ``after_seq`` from memory, or ``None`` when memory cannot tell."""
         tail = self._tails.get(run_id)

@@ -22,7 +22,6 @@ __all__ = [
     "check_run_args",
     "check_status",
     "not_held",
-    "notify_payloads",
     "settle",
     "to_record",
     "to_user",
@@ -103,21 +102,6 @@ def settle(batch: Sequence[Append], outcomes: Sequence[int | BaseException]) -> 
             item.future.set_exception(outcome)
         else:
             item.future.set_result(outcome)
-
-
-def notify_payloads(run_ids: Sequence[str], limit: int = 7900) -> list[str]:
-    """Run ids joined by commas into NOTIFY payloads under PostgreSQL's 8000-byte limit."""
-    out: list[str] = []
-    current = ""
-    for run_id in run_ids:
-        joined = f"{current},{run_id}" if current else run_id
-        if len(joined.encode()) > limit and current:
-            out.append(current)
-            joined = run_id
-        current = joined
-    if current:
-        out.append(current)
-    return out
 
 
 class OwnerCache:

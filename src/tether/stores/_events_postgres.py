@@ -39,7 +39,6 @@ from tether.stores._events_common import (
     check_run_args,
     check_status,
     not_held,
-    notify_payloads,
     settle,
     to_record,
     to_user,
@@ -62,6 +61,34 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtra("PostgresEventLog", "postgres", "psycopg[binary] psycopg-pool") from exc
 
 __all__ = ["CHANNEL", "PostgresEventLog"]
+
+# a group commit in one statement; the event appends commit asynchronously (like SQLite's
+# synchronous=NORMAL: safe when a service process dies; a crash of the database server itself may
+# lose the last fraction of a second of events)
+_APPEND_BATCH = """
+WITH input AS (
+    SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], %s::bytea[])
+        AS i(run_id, process_id, n, new_status, pause_id, pause)
+), locked AS (
+    SELECT r.run_id, r.last_seq, i.n, i.new_status, i.pause_id, i.pause
+    FROM tether_serve_runs r JOIN input i ON r.run_id = i.run_id
+    WHERE r.status = 'running' AND r.process_id = i.process_id
+    FOR UPDATE OF r
+), inserted AS (
+    INSERT INTO tether_serve_events (run_id, seq, created_at, data)
+    SELECT e.run_id, l.last_seq + e.k, %s, e.data
+    FROM unnest(%s::text[], %s::bigint[], %s::bytea[]) AS e(run_id, k, data)
+    JOIN locked l ON l.run_id = e.run_id
+), updated AS (
+    UPDATE tether_serve_runs r SET last_seq = l.last_seq + l.n, updated_at = %s,
+        status = COALESCE(l.new_status, r.status), pause_id = l.pause_id, pause = l.pause
+    FROM locked l WHERE r.run_id = l.run_id
+)
+SELECT l.run_id, l.last_seq,
+    (SELECT set_config('synchronous_commit', 'off', true)),
+    (SELECT pg_notify(%s, %s) WHERE %s)
+FROM locked l
+"""
 
 CHANNEL = "tether_serve_events"
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -167,6 +194,9 @@ class PostgresEventLog:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self._listening = True
                     async for note in conn.notifies():
+                        if note.payload == "*":
+                            self._tail.wake_all()
+                            continue
                         for run_id in note.payload.split(","):
                             self._tail.wake(run_id)
                 finally:
@@ -261,63 +291,66 @@ class PostgresEventLog:
             self._committing = False
 
     async def _append_batch(self, batch: list[Append]) -> list[int | Exception]:
+        """One statement (one round trip, its own transaction) appends the whole batch: lock the
+        runs that are running and held by the appending process, insert their events numbered
+        after ``last_seq``, move ``last_seq`` and the status, notify. A run it did not lock was
+        refused; a second query says why."""
+        unique: list[Append] = []
+        seen: set[str] = set()
+        for item in batch:  # a run appears once per statement (its writer awaits each append)
+            if item.run_id in seen:
+                break
+            seen.add(item.run_id)
+            unique.append(item)
+        rest = batch[len(unique) :]
         t = self._clock()
-        ids = list({item.run_id for item in batch})
-        async with self._tx() as conn:
-            cursor = await conn.execute(
-                "SELECT run_id, status, process_id, last_seq FROM tether_serve_runs "
-                "WHERE run_id = ANY(%s) ORDER BY run_id FOR UPDATE",
-                (ids,),
-            )
-            rows: dict[str, list[Any]] = {r[0]: [r[1], r[2], int(r[3])] for r in await cursor.fetchall()}
-            outcomes: list[int | Exception] = []
-            seqs: list[int] = []
-            datas: list[bytes] = []
-            runs: list[str] = []
-            for item in batch:
-                row = rows.get(item.run_id)
-                if row is None:
-                    outcomes.append(run_not_found(item.run_id))
-                    continue
-                current, holder, last = row
-                if current != "running" or holder != item.process_id:
-                    outcomes.append(not_held(item.run_id, current, holder, item.process_id))
-                    continue
-                outcomes.append(last)
-                runs += [item.run_id] * len(item.events)
-                seqs += range(last + 1, last + 1 + len(item.events))
-                datas += item.events
-                row[2] = last + len(item.events)
-                if item.status is not None:
-                    row[0] = item.status
-            if runs:
-                await conn.execute(
-                    "INSERT INTO tether_serve_events (run_id, seq, created_at, data) "
-                    "SELECT r, s, %s, d FROM unnest(%s::text[], %s::bigint[], %s::bytea[]) AS u(r, s, d)",
-                    (t, runs, seqs, datas),
-                )
-                changed = [
-                    (item, rows[item.run_id])
-                    for item, outcome in zip(batch, outcomes, strict=True)
-                    if not isinstance(outcome, Exception)
-                ]
-                await conn.execute(
-                    "UPDATE tether_serve_runs AS r SET last_seq = u.last_seq, "
-                    "updated_at = %s, status = u.status, "
-                    "pause_id = u.pause_id, pause = u.pause "
-                    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bytea[]) "
-                    "AS u(run_id, last_seq, status, pause_id, pause) WHERE r.run_id = u.run_id",
-                    (
-                        t,
-                        [item.run_id for item, _ in changed],
-                        [row[2] for _, row in changed],
-                        [row[0] for _, row in changed],
-                        [item.pause_id if item.status == "paused" else None for item, _ in changed],
-                        [item.pause if item.status == "paused" else None for item, _ in changed],
-                    ),
-                )
-                for payload in notify_payloads(sorted(set(runs))):
-                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+        runs = [item.run_id for item in unique]
+        event_runs = [item.run_id for item in unique for _ in item.events]
+        ks = [k for item in unique for k in range(1, len(item.events) + 1)]
+        datas = [data for item in unique for data in item.events]
+        paused = [item.status == "paused" for item in unique]
+        params = (
+            runs,
+            [item.process_id for item in unique],
+            [len(item.events) for item in unique],
+            [item.status for item in unique],
+            [item.pause_id if p else None for item, p in zip(unique, paused, strict=True)],
+            [item.pause if p else None for item, p in zip(unique, paused, strict=True)],
+            t,
+            event_runs,
+            ks,
+            datas,
+            t,
+            CHANNEL,
+            _payload(runs),
+            self.notify == "listen",
+        )
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn:
+                cursor = await conn.execute(_APPEND_BATCH, params)
+                done = {str(r[0]): int(r[1]) for r in await cursor.fetchall()}
+                missing = [r for r in runs if r not in done]
+                why: dict[str, tuple[str, str | None]] = {}
+                if missing:
+                    cursor = await conn.execute(
+                        "SELECT run_id, status, process_id FROM tether_serve_runs WHERE run_id = ANY(%s)",
+                        (missing,),
+                    )
+                    why = {str(r[0]): (str(r[1]), r[2]) for r in await cursor.fetchall()}
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL: {exc}") from exc
+        outcomes: list[int | Exception] = []
+        for item in unique:
+            if item.run_id in done:
+                outcomes.append(done[item.run_id])
+            elif item.run_id in why:
+                status, holder = why[item.run_id]
+                outcomes.append(not_held(item.run_id, status, holder, item.process_id))
+            else:
+                outcomes.append(run_not_found(item.run_id))
+        if rest:
+            outcomes += await self._append_batch(rest)
         return outcomes
 
     async def take_over(
@@ -607,6 +640,13 @@ class PostgresEventLog:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._listener
         await self._pool.close()
+
+
+def _payload(run_ids: Sequence[str]) -> str:
+    """The NOTIFY payload naming the runs of a batch; ``*`` (wake every reader) when the ids do
+    not fit PostgreSQL's 8000-byte limit."""
+    joined = ",".join(sorted(set(run_ids)))
+    return joined if len(joined.encode()) <= 7900 else "*"
 
 
 async def _migrate(conn: _Conn, schema: str | None) -> None:
