@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 from tests.serve._serve_support import (
     Database,
     Server,
@@ -111,12 +110,13 @@ def test_finished_run_replays_after_a_restart(db: Database, servers: Callable[..
     assert tail == before[-2:]
 
 
-@pytest.mark.postgres
 def test_reattach_on_another_process_gets_the_complete_stream(
-    pg_db: Database, servers: Callable[..., Server]
+    db: Database, servers: Callable[..., Server]
 ) -> None:
-    token = add_user(pg_db, "alice")
-    a, b = servers(pg_db), servers(pg_db)
+    """Two processes on one database (PostgreSQL: LISTEN/NOTIFY; SQLite: polling)."""
+    shared = db
+    token = add_user(shared, "alice")
+    a, b = servers(shared), servers(shared)
     with a.client(token) as on_a, b.client(token) as on_b:
         whole = read_events(on_a, start_run(on_a, new_conversation(on_a), PROMPT))
         run_id = start_run(on_a, new_conversation(on_a), PROMPT)
@@ -127,10 +127,10 @@ def test_reattach_on_another_process_gets_the_complete_stream(
     assert normalized(joined) == normalized(whole)
 
 
-@pytest.mark.postgres
-def test_cancel_on_another_process_stops_the_run(pg_db: Database, servers: Callable[..., Server]) -> None:
-    token = add_user(pg_db, "alice")
-    a, b = servers(pg_db), servers(pg_db)
+def test_cancel_on_another_process_stops_the_run(db: Database, servers: Callable[..., Server]) -> None:
+    shared = db
+    token = add_user(shared, "alice")
+    a, b = servers(shared), servers(shared)
     with a.client(token) as on_a, b.client(token) as on_b:
         run_id = start_run(on_a, new_conversation(on_a), PROMPT)
         read_events(on_a, run_id, stop_after=3)
