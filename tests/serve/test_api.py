@@ -157,6 +157,20 @@ def test_malformed_json_and_wrong_types_are_400_naming_the_path(client: httpx.Cl
     assert empty.status_code == 422
 
 
+def test_deeply_nested_json_and_bad_ids_are_400(client: httpx.Client) -> None:
+    deep = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    r = client.post("/v1/conversations/import", content=deep, headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    assert "nested too deeply" in r.json()["error"]["message"]
+    for bad in ("../x", "a b", "", "x" * 200, 5):
+        r = client.post("/v1/conversations", json={"id": bad})
+        assert r.status_code == 400, (bad, r.text)
+    mine = client.post("/v1/conversations", json={"id": "my-chat.1"})
+    assert mine.status_code == 201
+    assert mine.json() == {"id": "my-chat.1"}
+    assert client.post("/v1/conversations", json={"id": "my-chat.1"}).status_code == 409
+
+
 def test_unknown_routes_and_methods_are_json_errors(client: httpx.Client) -> None:
     missing = client.get("/v1/nope")
     method = client.put("/v1/conversations")

@@ -162,3 +162,5 @@ async def read_json(request: Request, kind: Any, limit: int, *, required: bool =
         raise ApiError(400, f"invalid request body at {path}: {message}") from None
     except msgspec.DecodeError as exc:
         raise ApiError(400, f"request body is not valid JSON at $: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "request body is nested too deeply at $") from None

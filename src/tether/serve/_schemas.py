@@ -3,7 +3,7 @@ the source of the OpenAPI document's schemas."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -51,7 +51,7 @@ class Me(msgspec.Struct, frozen=True):
 class ConversationCreate(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """``POST /v1/conversations``: an optional id of your own (a new UUIDv7 otherwise)."""
 
-    id: Any = None
+    id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")] | None = None
 
 
 class ConversationCreated(msgspec.Struct, frozen=True):
