@@ -57,6 +57,7 @@ _encoder = msgspec.json.Encoder()
 
 CANCELED_REASON = "stopped by the user"
 SHUTDOWN_REASON = "the server stopped while the run was going on"
+LOG_FAILED = "the event log refused an append"
 DEAD_REASON = "the server process running it stopped or died; the conversation was closed through the ledger"
 
 
@@ -132,13 +133,15 @@ class _Writer:
             self._flushing = asyncio.create_task(self._flush())
 
     async def _flush(self) -> None:
+        batch: list[bytes] = []
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
                 await self._log.append(self._run_id, self._process_id, batch)
+                batch = []
         except Exception as exc:  # the log refused (run taken over) or failed: stop the run
+            self._pending[:0] = batch  # not written: finish tries them again, in order, with run.failed
             self.failed = exc
-            self._pending.clear()
             self._on_error(exc)
         finally:
             self._flushing = None
@@ -150,8 +153,6 @@ class _Writer:
         if flushing is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(flushing)
-        if self.failed is not None:
-            raise self.failed
         batch, self._pending = [*self._pending, *events], []
         await self._log.append(
             self._run_id, self._process_id, batch, status=status, pause_id=pause_id, pause=pause
@@ -266,7 +267,7 @@ class RunManager:
         me = asyncio.current_task()
 
         def stop(exc: BaseException) -> None:
-            self._cancel_local(run_id, f"the event log refused an append: {exc}")
+            self._cancel_local(run_id, f"{LOG_FAILED}: {exc}")
 
         writer = _Writer(self.events, run_id, self.process_id, stop)
         final: EventOut
@@ -308,6 +309,8 @@ class RunManager:
                 reason = str(exc)
             if reason == SHUTDOWN_REASON:
                 final, status = RunInterruptedEvent(run_id, cid, reason), "interrupted"
+            elif reason is not None and reason.startswith(LOG_FAILED):
+                final, status = RunFailedEvent(run_id, cid, EventError("StoreError", reason)), "failed"
             else:
                 final, status = RunCanceledEvent(run_id, cid, reason or CANCELED_REASON), "canceled"
         except RunError as exc:
