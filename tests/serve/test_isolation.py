@@ -93,3 +93,15 @@ def test_tokens_are_stored_hashed(tmp_path: Path) -> None:
     assert token not in dump
     assert token[4:] not in dump
     assert hashlib.sha256(token.encode()).hexdigest() in dump
+
+
+def test_no_auth_on_loopback_says_so_and_acts_as_local(
+    tmp_path: Path, servers: Callable[..., Server]
+) -> None:
+    db = Database("sqlite", path=tmp_path / "serve.db")
+    server = servers(db, model="py:tests.serve.scripted:fast_words", extra=["--no-auth"])
+    with server.client(None) as client:
+        assert client.get("/v1/me").json() == {"user": "local", "auth": False}
+        assert client.post("/v1/conversations").status_code == 201
+    assert "--no-auth" in server.log()
+    assert "WARNING" in server.log()
