@@ -392,7 +392,8 @@ def main(argv: list[str]) -> None:
             )
             rate = asyncio.run(throughput(url, token, runs, 5.0 if quick else 15.0))
             print(
-                f"  throughput: {rate:.1f} runs/s ({WORDS} tokens each, no model pauses; {runs} clients back to back)"
+                f"  throughput: {rate:.1f} runs/s ({WORDS} tokens each, no model pauses; "
+                f"{runs} clients back to back)"
             )
             per_stream = asyncio.run(idle_memory(url, token, proc.pid, idle))
             print(f"  memory per idle stream: {per_stream:.1f} KB (server RSS growth over {idle} streams)")
