@@ -44,13 +44,16 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST, path: Path, src: Path) -> list[tuple[int, str, bool]]:
-    """(line, imported module, inside a function) for every import that runs."""
+def _imports(
+    tree: ast.AST, path: Path, src: Path, *, typing_too: bool = False
+) -> list[tuple[int, str, bool]]:
+    """(line, imported module, inside a function) for every import that runs (and, with
+    ``typing_too``, the imports under ``if TYPE_CHECKING:`` as well)."""
     found: list[tuple[int, str, bool]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if isinstance(child, ast.If) and _is_type_checking(child) and not typing_too:
                 for other in child.orelse:
                     visit(other, in_function)
                 continue
@@ -58,6 +61,9 @@ def _imports(tree: ast.AST, path: Path, src: Path) -> list[tuple[int, str, bool]
                 found.extend((child.lineno, a.name, in_function) for a in child.names)
             elif isinstance(child, ast.ImportFrom):
                 found.append((child.lineno, _absolute(child, path, src), in_function))
+                # ``from . import _x`` / ``from .pkg import mod`` name submodules too
+                base = _absolute(child, path, src)
+                found.extend((child.lineno, f"{base}.{a.name}", in_function) for a in child.names)
             visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
 
     visit(tree, False)
@@ -110,3 +116,54 @@ def test_the_check_can_fail(tmp_path: Path) -> None:
     assert any("messages may not import tether.agent" in v for v in found)
     assert any("local import of tether.history" in v for v in found)
     assert not any("tether.cli" in v for v in found)
+
+
+def type_level_cycles(src: Path = SRC) -> list[list[str]]:
+    """Import cycles between the modules of one package, counting every import, those under
+    ``if TYPE_CHECKING:`` and inside functions included: two modules that need each other's
+    types are one concern split in two, or a collaborator that should take plain values."""
+    modules = {_module_name(p, src): p for p in src.rglob("*.py") if p.name != "__init__.py"}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name.rsplit(".", 1)[0]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        graph[name] = {
+            module
+            for _, module, _ in _imports(tree, path, src, typing_too=True)
+            if module in modules and module != name and module.rsplit(".", 1)[0] == package
+        }
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return cycles
+
+
+def test_no_type_level_cycles_inside_a_package() -> None:
+    assert type_level_cycles() == []
+
+
+def test_the_cycle_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / "tether" / "agent"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_a.py").write_text("from ._b import B\n")
+    (pkg / "_b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._a import A\n")
+    (pkg / "_c.py").write_text("from . import _a\n")
+    assert type_level_cycles(tmp_path / "tether") == [
+        ["tether.agent._a", "tether.agent._b", "tether.agent._a"]
+    ]

@@ -11,7 +11,7 @@
     │   ├── ModelError                    the model/provider failed
     │   │   └── ModelHTTPError            an HTTP failure (status, provider, body excerpt)
     │   ├── MaxStepsError                 the step limit was reached
-    │   ├── RunCanceled                   asyncio cancellation / client disconnect / ToolCanceled
+    │   ├── RunCanceled                   an explicit stop: a stream left early, stream.cancel(), ToolCanceled
     │   ├── ToolError                     a tool raised and was declared to propagate
     │   ├── OutputValidationError         the output failed validation after all retries
     │   └── ApprovalError                 a deferred decision was missing, forged, or bound elsewhere
@@ -114,7 +114,12 @@ RunStage = Literal["history", "validate", "model", "tools", "output", "approval"
 
 @dataclass(frozen=True, slots=True)
 class Partial:
-    """Resumable evidence of a failed run: the conversation through the last completed turn."""
+    """Resumable evidence of a failed run: the conversation through the last completed turn.
+
+    ``unfinished`` is the assistant message a stopped run was streaming (the text received so
+    far, stop reason ``"canceled"``); it is not part of ``messages``. A store recorder keeps it
+    or not by its policy.
+    """
 
     messages: tuple[Message, ...] = field(repr=False)
     new_messages: tuple[Message, ...] = field(repr=False)
@@ -123,6 +128,7 @@ class Partial:
     tool_executions: int
     run_id: str
     conversation_id: str
+    unfinished: Message | None = field(default=None, repr=False)
 
 
 class RunError(TetherError):
@@ -163,7 +169,13 @@ class MaxStepsError(RunError):
 
 
 class RunCanceled(RunError):
-    """The run was cancelled (asyncio cancellation, client disconnect, or ``ToolCanceled``)."""
+    """The run was stopped on purpose: its stream was left early or cancelled (``stream.cancel()``,
+    a client disconnect, a web Stop), or a tool raised ``ToolCanceled``.
+
+    Cancelling the asyncio task that awaits a run (``task.cancel()``, ``asyncio.timeout``, a
+    ``TaskGroup``) is not a stop of the run: ``asyncio.CancelledError`` propagates, as asyncio
+    requires, after the partial evidence was recorded; it carries the ``Partial`` as its
+    ``partial`` attribute (see ``tether.agent.cancelled_partial``)."""
 
 
 class ToolError(RunError):

@@ -230,9 +230,12 @@ async def test_forged_approval_fails_before_instructions_and_repair() -> None:
     )
     first = await agent.run("pay bob")
     assert dynamic_calls == ["called"]
+    assert first.deferred is not None
+    token = first.deferred.calls[0].token
+    assert token is not None
     with pytest.raises(ApprovalError, match="does not match"):
         await agent.run(
-            history=first.messages, deferred=DeferredResults(approvals={"c1": Approve("v1.forged")})
+            history=first.messages, deferred=DeferredResults(approvals={"c1": Approve(token[:-4] + "AAAA")})
         )
     assert dynamic_calls == ["called"]  # the forged decision failed before instructions_fn ran
     assert executed == []

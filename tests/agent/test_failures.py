@@ -19,7 +19,14 @@ from tether import (
     tool,
     user,
 )
-from tether.agent import CANCELED_WHILE_RUNNING_TEXT, STEP_LIMIT_TEXT, Agent, Tool, ToolCanceled
+from tether.agent import (
+    CANCELED_WHILE_RUNNING_TEXT,
+    STEP_LIMIT_TEXT,
+    Agent,
+    Tool,
+    ToolCanceled,
+    cancelled_partial,
+)
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models.testing import FunctionInfo, FunctionModel
 
@@ -148,7 +155,7 @@ async def test_tool_canceled_keeps_earlier_results_and_closes_the_rest() -> None
 # -- cancellation -----------------------------------------------------------------------------
 
 
-async def test_asyncio_cancellation_rides_run_canceled_with_partial() -> None:
+async def test_cancelling_the_awaiting_task_propagates_and_keeps_a_closed_partial() -> None:
     entered = asyncio.Event()
 
     async def hang() -> str:
@@ -160,16 +167,19 @@ async def test_asyncio_cancellation_rides_run_canceled_with_partial() -> None:
     task = asyncio.ensure_future(Agent(script.model, tools=[hang]).run("go"))
     await asyncio.wait_for(entered.wait(), 5)
     task.cancel()
-    with pytest.raises(RunCanceled) as info:
+    with pytest.raises(asyncio.CancelledError) as info:
         await task
-    partial = info.value.partial
+    assert task.cancelled()  # asyncio's rule: cancellation propagates
+    partial = cancelled_partial(info.value)
     assert partial is not None
-    assert partial.messages[-1].role == "assistant"  # evidence ends at the requesting turn
+    # the batch is closed: both tools were running, so their outcome is unknown
+    assert [r.text for r in partial.messages[-1].tool_results] == [CANCELED_WHILE_RUNNING_TEXT] * 2
+    assert check_history(partial.messages) == []
     resumed = await Agent(Script("ok").model).run("continue", history=partial.messages)
-    assert [r.text for r in resumed.messages[2].tool_results] == [INTERRUPTED_TEXT] * 2
+    assert not resumed.repair.changed
 
 
-async def test_cancellation_before_any_turn_has_no_partial() -> None:
+async def test_cancellation_before_any_turn_keeps_the_prompt() -> None:
     entered = asyncio.Event()
 
     async def slow_model(messages: Sequence[Message], info: FunctionInfo) -> str:
@@ -180,10 +190,12 @@ async def test_cancellation_before_any_turn_has_no_partial() -> None:
     task = asyncio.ensure_future(Agent(FunctionModel(slow_model)).run("go"))
     await asyncio.wait_for(entered.wait(), 5)
     task.cancel()
-    with pytest.raises(RunCanceled) as info:
+    with pytest.raises(asyncio.CancelledError) as info:
         await task
-    assert info.value.partial is None
-    assert info.value.stage == "model"
+    partial = cancelled_partial(info.value)
+    assert partial is not None
+    assert [m.text for m in partial.new_messages] == ["go"]  # a stop keeps what the user said
+    assert partial.requests == 0
 
 
 async def test_failure_mid_batch_resumes_with_repair() -> None:
@@ -223,9 +235,9 @@ async def test_cancellation_while_a_side_effect_runs_closes_the_batch_as_unknown
     task = asyncio.ensure_future(agent.run("go"))
     await asyncio.wait_for(entered.wait(), 5)
     task.cancel()
-    with pytest.raises(RunCanceled) as info:
+    with pytest.raises(asyncio.CancelledError) as info:
         await task
-    partial = info.value.partial
+    partial = cancelled_partial(info.value)
     assert partial is not None
     results = partial.messages[-1].tool_results
     assert [(r.call_id, r.text) for r in results] == [

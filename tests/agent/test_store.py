@@ -13,15 +13,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
 import pytest
 from msgspec.structs import replace
-from psycopg import sql
 
 from tether import (
     ConflictError,
@@ -40,49 +37,15 @@ from tether import (
 )
 from tether.agent import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT, Agent, Tool, ToolCanceled
 from tether.agent._batch import run_jobs
-from tether.agent._store import ledger_closures
+from tether.agent._ledger import ledger_closures
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models.testing import FunctionInfo, FunctionModel, TestModel
-from tether.stores import MemoryStore, PostgresStore, SQLiteStore, Store, ToolEffect
+from tether.stores import SQLiteStore, Store, ToolEffect
 
 from .scripts import Script, calls
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = b"store-test-secret-0123456789"
-
-
-def _postgres_dsn() -> str:
-    """The PostgreSQL DSN; unreachable fails in CI and skips (with the reason) elsewhere."""
-    dsn = os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-    try:
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL at {dsn} is required in CI and unreachable: {exc}")
-        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {exc}")
-    return dsn
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """A fresh store: in memory, a real SQLite file, or its own schema on the real PostgreSQL."""
-    schema = f"tether_agent_{uuid.uuid4().hex[:12]}"
-    dsn = _postgres_dsn() if request.param == "postgres" else ""
-    s: Store
-    if request.param == "memory":
-        s = MemoryStore()
-    elif request.param == "sqlite":
-        s = SQLiteStore(tmp_path / "conversations.db")
-    else:
-        s = PostgresStore(dsn, schema=schema)
-    try:
-        yield s
-    finally:
-        await s.close()
-        if dsn:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 class _Crash(BaseException):
@@ -145,6 +108,7 @@ async def test_conflicting_writer_fails_the_append_with_partial(store: Store) ->
         return "meddled"
 
     script = Script(calls(("c1", "meddle", "{}")), "done")
+    await store.create("o", "conv")
     with pytest.raises(RunError) as info:
         await Agent(script.model, tools=[meddle]).run("go", store=store, owner="o", conversation_id="conv")
     assert info.value.stage == "store"
@@ -521,3 +485,13 @@ def test_ledger_closures_match_the_run_that_made_the_call() -> None:
     assert [(at, [r.text for r in m.tool_results]) for at, m in closures] == [(2, [UNKNOWN_OUTCOME_TEXT])]
     effect_b = ToolEffect("conv", "B", "c1", "pay", "{}", datetime.now(UTC))
     assert ledger_closures(history, [effect_b]) == []  # B's call is answered
+
+
+async def test_a_run_that_fails_before_anything_completed_leaves_nothing_behind(store: Store) -> None:
+    def broken(messages: Sequence[Message], info: FunctionInfo) -> str:
+        raise RuntimeError("401 invalid api key")
+
+    with pytest.raises(ModelError) as info:
+        await Agent(FunctionModel(broken)).run("hello", store=store, owner="o", conversation_id="fresh")
+    assert info.value.partial is None
+    assert await store.conversations("o") == []  # no empty conversation, no unanswered prompt

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -12,6 +13,7 @@ from typer.testing import Result
 
 from tether import Message, assistant
 from tether.models import ModelResponse, Profile, StreamEvent, TextDelta
+from tether.models.wire import ConversionReport
 
 Invoke = Callable[..., Result]
 
@@ -80,3 +82,54 @@ class CountingModel:
         response = await self.generate(messages, **kwargs)
         yield TextDelta(0, response.message.text)
         yield response
+
+
+class LossyModel:
+    """Answers, and like a real driver logs what its request could not carry (a WARNING on
+    ``tether.models``) and keeps it as ``last_request_report``. Registered as ``lossy``."""
+
+    def __init__(self, name: str = "lossy") -> None:
+        self._name = name
+        self.last_request_report: ConversionReport | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def profile(self) -> Profile:
+        return Profile(provider="lossy")
+
+    async def generate(self, messages: Sequence[Message], **_: Any) -> ModelResponse:
+        raise AssertionError("the chat streams")
+
+    async def stream(self, messages: Sequence[Message], **_: Any) -> AsyncIterator[StreamEvent]:
+        report = ConversionReport()
+        report.approximate(0, 0, "failed flag", "this provider has no failed flag on results")
+        self.last_request_report = report
+        logging.getLogger("tether.models").warning("lossy request approximated message 0 part 0 failed flag")
+        yield TextDelta(0, "fine")
+        yield ModelResponse(assistant("fine", provider="lossy", model=self._name), "stop")
+
+
+class TruncatingModel:
+    """Streams a reply that stops at the length limit. Registered as ``truncating``."""
+
+    def __init__(self, name: str = "truncating") -> None:
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def profile(self) -> Profile:
+        return Profile(provider="truncating")
+
+    async def generate(self, messages: Sequence[Message], **_: Any) -> ModelResponse:
+        raise AssertionError("the chat streams")
+
+    async def stream(self, messages: Sequence[Message], **_: Any) -> AsyncIterator[StreamEvent]:
+        yield TextDelta(0, "and I'm your guest, and I'm")
+        message = assistant("and I'm your guest, and I'm", provider="truncating", stop_reason="length")
+        yield ModelResponse(message, "length")

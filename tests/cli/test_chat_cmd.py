@@ -30,6 +30,8 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
 def scripted_providers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(PROVIDERS, "interrupted", ("cli._cli_support", "InterruptedModel"))
     monkeypatch.setitem(PROVIDERS, "counting", ("cli._cli_support", "CountingModel"))
+    monkeypatch.setitem(PROVIDERS, "lossy", ("cli._cli_support", "LossyModel"))
+    monkeypatch.setitem(PROVIDERS, "truncating", ("cli._cli_support", "TruncatingModel"))
 
 
 def _conversations(db: Path) -> list[ConversationInfo]:
@@ -244,7 +246,6 @@ def _session(store: SQLiteStore, loaded: Loaded, console: Console) -> ChatSessio
         conversation_id=loaded.conversation_id,
         messages=list(loaded.messages),
         version=loaded.version,
-        exists=True,
         console=console,
         db_label="test",
     )
@@ -296,3 +297,27 @@ def test_a_budget_smaller_than_the_newest_message_sends_only_the_prompt(
     assert squeezed.exit_code == 0, squeezed.output
     assert "I see 1 messages" in squeezed.stdout  # the conversation goes on instead of failing
     assert _conversations(Path(db))[0].version == 4
+
+
+def test_driver_warnings_stay_out_of_the_transcript(invoke: Invoke, tmp_path: Path) -> None:
+    db = str(tmp_path / "chat.db")
+    quiet = invoke("chat", "-m", "lossy:m", "--db", db, input="hello\n/report\n/quit\n")
+    assert quiet.exit_code == 0, quiet.output
+    assert "lossy request approximated" not in quiet.output  # neither stdout nor stderr
+    assert "approximated message 0 part 0 failed flag" in quiet.stdout  # /report lists the loss
+    loud = invoke("chat", "-m", "lossy:m", "--db", db, "-v", "hello again")
+    assert loud.exit_code == 0, loud.output
+    assert "lossy request approximated" in loud.stderr
+    assert "lossy request approximated" not in loud.stdout
+
+
+def test_a_length_stopped_reply_is_shown_and_stored_with_a_note(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    result = invoke("chat", "-m", "truncating:m", "--db", str(db), "Say hello in five words.")
+    assert result.exit_code == 0, result.output
+    assert "and I'm your guest" in result.stdout
+    assert "length limit" in result.stdout
+    assert "run failed" not in result.stdout
+    cid, _ = _ids(result.stdout)
+    stored = _load(db, cid).messages
+    assert [(m.role, m.stop_reason) for m in stored] == [("user", None), ("assistant", "length")]

@@ -7,11 +7,14 @@ from tether.agent._approvals import (
     DeferredResults,
     Deny,
     ExternalResult,
+    MemoryReplayGuard,
     PendingCall,
+    ReplayGuard,
 )
 from tether.agent._batch import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT
 from tether.agent._context import MessagesView, RunContext
 from tether.agent._output import OUTPUT_TOOL
+from tether.agent._recorder import OnConflict, RunRecorder, StoreRecorder
 from tether.agent._result import (
     Event,
     MessageCompleted,
@@ -19,14 +22,17 @@ from tether.agent._result import (
     Result,
     RunCompleted,
     TextEvent,
+    ToolCallDeltaEvent,
     ToolCallFinished,
     ToolCallStarted,
 )
-from tether.agent._run import STEP_LIMIT_TEXT
+from tether.agent._run import STEP_LIMIT_TEXT, cancelled_partial
+from tether.agent._state import CANCELED_STOP_REASON
 from tether.agent._stream import RunStream
 from tether.agent._tools import Tool, ToolCanceled, function_tool
 
 __all__ = [
+    "CANCELED_STOP_REASON",
     "CANCELED_WHILE_RUNNING_TEXT",
     "OUTPUT_TOOL",
     "STEP_LIMIT_TEXT",
@@ -38,18 +44,25 @@ __all__ = [
     "Deny",
     "Event",
     "ExternalResult",
+    "MemoryReplayGuard",
     "MessageCompleted",
     "MessagesView",
+    "OnConflict",
     "PendingCall",
     "ReasoningEvent",
+    "ReplayGuard",
     "Result",
     "RunCompleted",
     "RunContext",
+    "RunRecorder",
     "RunStream",
+    "StoreRecorder",
     "TextEvent",
     "Tool",
+    "ToolCallDeltaEvent",
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolCanceled",
+    "cancelled_partial",
     "function_tool",
 ]

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
-from tether.errors import RunError, UserError
+from tether.errors import UserError
 from tether.messages import Message
 from tether.models import Model, ModelSettings, infer_model
 
-from ._approvals import DeferredResults
+from ._approvals import DeferredResults, MemoryReplayGuard, ReplayGuard
+from ._config import Prompt, RunConfig, RunOptions
 from ._context import RunContext
 from ._output import OUTPUT_TOOL, OutputSpec
+from ._recorder import RunRecorder, StoreRecorder
 from ._result import Event, Result
-from ._run import Prompt, Run, RunConfig
-from ._store import StoreBinding
+from ._run import Run
 from ._stream import RunStream
 from ._tools import Tool, ToolLike, as_tools
 
@@ -30,6 +32,7 @@ Output = TypeVar("Output")
 _D = TypeVar("_D")
 _O = TypeVar("_O")
 InstructionsFn = Callable[[RunContext[Any]], str | Awaitable[str | None] | None]
+DEFAULT_APPROVAL_TTL = timedelta(hours=24)
 
 
 def _takes_context(fn: Callable[..., Any]) -> bool:
@@ -52,7 +55,11 @@ class Agent(Generic[Deps, Output]):
     the static ones (a blank line between). ``history_processor(history)`` or
     ``history_processor(history, ctx)`` runs once per run on the supplied history. ``max_steps``
     bounds the model requests of a run; ``retries`` bounds consecutive invalid calls of one tool
-    (and invalid outputs). ``approval_secret`` turns on HMAC tokens for deferred decisions.
+    (and invalid outputs). ``approval_secret`` signs every pause (v2 tokens, see ADR 0011); its
+    tokens expire after ``approval_ttl`` and are single-use through ``replay_guard`` (by default a
+    bounded in-memory guard of this agent; pass a store to cover several processes).
+    ``accept_truncated`` returns a text answer cut at the token limit (``result.stop_reason ==
+    "length"``) instead of failing the run with ``ModelError``.
     """
 
     @overload
@@ -69,6 +76,9 @@ class Agent(Generic[Deps, Output]):
         max_steps: int = 25,
         retries: int = 1,
         approval_secret: bytes | str | None = None,
+        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
+        replay_guard: ReplayGuard | None = None,
+        accept_truncated: bool = False,
         settings: ModelSettings | None = None,
     ) -> None: ...
     @overload
@@ -85,6 +95,9 @@ class Agent(Generic[Deps, Output]):
         max_steps: int = 25,
         retries: int = 1,
         approval_secret: bytes | str | None = None,
+        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
+        replay_guard: ReplayGuard | None = None,
+        accept_truncated: bool = False,
         settings: ModelSettings | None = None,
     ) -> None: ...
     @overload
@@ -101,6 +114,9 @@ class Agent(Generic[Deps, Output]):
         max_steps: int = 25,
         retries: int = 1,
         approval_secret: bytes | str | None = None,
+        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
+        replay_guard: ReplayGuard | None = None,
+        accept_truncated: bool = False,
         settings: ModelSettings | None = None,
     ) -> None: ...
     @overload
@@ -117,6 +133,9 @@ class Agent(Generic[Deps, Output]):
         max_steps: int = 25,
         retries: int = 1,
         approval_secret: bytes | str | None = None,
+        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
+        replay_guard: ReplayGuard | None = None,
+        accept_truncated: bool = False,
         settings: ModelSettings | None = None,
     ) -> None: ...
     def __init__(
@@ -132,6 +151,9 @@ class Agent(Generic[Deps, Output]):
         max_steps: int = 25,
         retries: int = 1,
         approval_secret: bytes | str | None = None,
+        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
+        replay_guard: ReplayGuard | None = None,
+        accept_truncated: bool = False,
         settings: ModelSettings | None = None,
     ) -> None:
         if max_steps < 1:
@@ -151,6 +173,17 @@ class Agent(Generic[Deps, Output]):
         if secret is not None and len(secret) < 16:
             raise UserError("approval_secret must be at least 16 bytes")
         self._secret = secret
+        ttl = approval_ttl.total_seconds() if isinstance(approval_ttl, timedelta) else float(approval_ttl)
+        if not ttl > 0:
+            raise UserError(f"approval_ttl must be positive, got {approval_ttl!r}")
+        self._approval_ttl = ttl
+        if replay_guard is not None and not isinstance(cast(object, replay_guard), ReplayGuard):
+            raise UserError(
+                "replay_guard must have an async claim_token(digest, expires_at) method (any tether "
+                f"store has one), not {type(replay_guard).__name__}"
+            )
+        self._replay_guard: ReplayGuard = replay_guard if replay_guard is not None else MemoryReplayGuard()
+        self.accept_truncated = accept_truncated
         try:
             self._output: OutputSpec[Any] = OutputSpec(output_type)
         except TypeError as exc:
@@ -177,6 +210,9 @@ class Agent(Generic[Deps, Output]):
             self.max_steps,
             self.retries,
             self._secret,
+            self._approval_ttl,
+            self._replay_guard,
+            self.accept_truncated,
             self.settings,
         )
 
@@ -198,15 +234,20 @@ class Agent(Generic[Deps, Output]):
         deferred: DeferredResults | None = None,
         store: Store | None = None,
         owner: str | None = None,
+        recorder: RunRecorder | None = None,
     ) -> Result[Output]:
         """Run once and return the ``Result``; failures raise ``RunError`` with ``partial``.
 
         ``tools=`` replaces the agent's tools for this run. With ``store`` (and ``owner``), the
-        history is loaded from the store and the new messages are appended to it.
+        history is loaded from the store and the new messages are appended to it
+        (``recorder=StoreRecorder(store, owner, ..., on_conflict="fork")`` chooses the policies).
+        Cancelling the task that awaits this lets ``asyncio.CancelledError`` propagate once the
+        partial evidence is recorded; the error carries it as ``partial``.
         """
-        return await self._start(
-            prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, None
+        options = RunOptions(
+            prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, recorder
         )
+        return await self._start(options, None, owned=False)
 
     def run_sync(
         self,
@@ -220,6 +261,7 @@ class Agent(Generic[Deps, Output]):
         deferred: DeferredResults | None = None,
         store: Store | None = None,
         owner: str | None = None,
+        recorder: RunRecorder | None = None,
     ) -> Result[Output]:
         """``run`` for synchronous code (not inside a running event loop)."""
         try:
@@ -228,9 +270,10 @@ class Agent(Generic[Deps, Output]):
             pass
         else:
             raise UserError("run_sync cannot be called inside a running event loop; use await agent.run(...)")
-        return asyncio.run(
-            self._start(prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, None)
+        options = RunOptions(
+            prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, recorder
         )
+        return asyncio.run(self._start(options, None, owned=False))
 
     def run_stream(
         self,
@@ -244,81 +287,59 @@ class Agent(Generic[Deps, Output]):
         deferred: DeferredResults | None = None,
         store: Store | None = None,
         owner: str | None = None,
+        recorder: RunRecorder | None = None,
     ) -> RunStream[Output]:
         """The run as a stream of events (``async with ... as stream: async for event in stream``),
-        ending with ``RunCompleted`` carrying the same ``Result`` as ``run``."""
+        ending with ``RunCompleted`` carrying the same ``Result`` as ``run``. The run has a task of
+        its own: leaving the stream early or ``stream.cancel()`` stops it (``RunCanceled``)."""
+        options = RunOptions(
+            prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, recorder
+        )
 
-        def start(emit: Callable[[Event], None]) -> Awaitable[Result[Output]]:
-            return self._start(
-                prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, emit
-            )
+        def start(emit: Callable[[Event], None]) -> Coroutine[Any, Any, Result[Output]]:
+            return self._start(options, emit, owned=True)
 
         return RunStream(start)
 
     async def _start(
-        self,
-        prompt: Prompt | None,
-        history: Sequence[Message],
-        deps: Deps | None,
-        tools: Sequence[ToolLike] | None,
-        run_id: str | None,
-        conversation_id: str | None,
-        deferred: DeferredResults | None,
-        store: Store | None,
-        owner: str | None,
-        emit: Callable[[Event], None] | None,
+        self, o: RunOptions, emit: Callable[[Event], None] | None, *, owned: bool
     ) -> Result[Output]:
-        given = cast(object, history)
+        given = cast(object, o.history)
         if isinstance(given, str | bytes):
             raise UserError("history must be a sequence of Message, not a string (use tether.loads)")
         if not isinstance(given, Sequence):
             raise UserError(f"history must be a sequence of Message, not {type(given).__name__}")
         for label, value in (
-            ("run_id", cast(object, run_id)),
-            ("conversation_id", cast(object, conversation_id)),
+            ("run_id", cast(object, o.run_id)),
+            ("conversation_id", cast(object, o.conversation_id)),
         ):
             if value is not None and (not isinstance(value, str) or not value):
                 raise UserError(f"{label} must be a non-empty string, got {value!r}")
-        given_deferred = cast(object, deferred)
+        given_deferred = cast(object, o.deferred)
         if given_deferred is not None and not isinstance(given_deferred, DeferredResults):
             raise UserError(f"deferred must be a DeferredResults, not {type(given_deferred).__name__}")
-        cfg = self._base if tools is None else self._config(tools)
-        if store is None:
-            run = Run(
-                cfg,
-                prompt=prompt,
-                history=history,
-                deps=deps,
-                run_id=run_id,
-                conversation_id=conversation_id,
-                deferred=deferred,
-                emit=emit,
-            )
-            return cast(Result[Output], await run.execute())
-        if owner is None:
-            raise UserError("a run with a store needs owner= (the authenticated caller or tenant)")
-        if history:
+        recorder = o.recorder
+        if o.store is not None:
+            if recorder is not None:
+                raise UserError("pass either store= (with owner=) or recorder=, not both")
+            if o.owner is None:
+                raise UserError("a run with a store needs owner= (the authenticated caller or tenant)")
+            recorder = StoreRecorder(o.store, o.owner, o.conversation_id)
+        elif recorder is not None and o.conversation_id is not None:
+            raise UserError("with recorder= the conversation is the recorder's: do not pass conversation_id=")
+        if recorder is not None and o.history:
             raise UserError("pass either history= or store=: with a store the history is loaded from it")
-        from_store = conversation_id is not None
-        binding = StoreBinding(store, owner, conversation_id or "")
-        if not from_store:
-            binding.conversation_id = await store.create(owner)
-        loaded = await binding.load(repair=prompt is not None and deferred is None) if from_store else []
+        cfg = self._base if o.tools is None else self._config(o.tools)
         run = Run(
             cfg,
-            prompt=prompt,
-            history=loaded,
-            deps=deps,
-            run_id=run_id,
-            conversation_id=binding.conversation_id,
-            deferred=deferred,
+            prompt=o.prompt,
+            history=o.history,
+            deps=o.deps,
+            run_id=o.run_id,
+            conversation_id=o.conversation_id,
+            deferred=o.deferred,
             emit=emit,
-            hooks=binding,
+            recorder=recorder,
+            owned=owned,
         )
-        try:
-            result = await run.execute()
-        except RunError as exc:
-            await binding.fail(exc)
-            raise
-        await binding.finish(result)
-        return cast(Result[Output], result)
+        return cast(Result[Output], await run.execute())

@@ -1,23 +1,33 @@
 """Deferred results: calls that wait for a person's approval or an external executor.
 
 An approval that arrives in client-held history attests nothing by itself. With an
-``approval_secret`` every pending call carries an HMAC-SHA256 token bound to the conversation id,
-the call id, the tool name and the exact argument text; a decision is accepted only with the
-token minted for exactly that call in exactly that conversation.
+``approval_secret`` a run that pauses *signs the pause*: it mints a pause id, and every pending
+call carries a v2 token, an HMAC-SHA256 over
+
+    (pause id, conversation id, the call id it decides, a digest of the whole pending turn, expiry)
+
+The digest covers the canonical JSON of the pending assistant turn, so a resume whose turn differs
+in any byte (another argument, another call, an added ungated call) is refused before anything
+runs; a turn that no run paused has no token and is refused too. A pause is single-use: the
+resume claims ``sha256(pause id)`` in a replay guard (:class:`ReplayGuard`), so replaying the same
+decisions runs nothing twice. ADR 0011 records the format and which guarantee holds where.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from tether.messages import ToolCall
+from tether.messages import Message, ToolCall, dumps_message
 
 __all__ = [
     "Approve",
@@ -25,39 +35,149 @@ __all__ = [
     "DeferredResults",
     "Deny",
     "ExternalResult",
+    "MemoryReplayGuard",
     "PendingCall",
-    "approval_token",
-    "check_token",
+    "ReplayGuard",
+    "TokenClaims",
+    "mint_token",
+    "pause_digest",
+    "read_token",
+    "turn_digest",
 ]
 
-_TOKEN_VERSION = "v1"
+_VERSION = "v2"
 
 
-def approval_token(secret: bytes, conversation_id: str, call: ToolCall) -> str:
-    """The token for ``call`` in ``conversation_id``: ``v1.`` + base64url(HMAC-SHA256)."""
-    payload = msgspec.json.encode([_TOKEN_VERSION, conversation_id, call.id, call.name, call.arguments])
-    digest = hmac.new(secret, payload, hashlib.sha256).digest()
-    return f"{_TOKEN_VERSION}.{base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
+class _Payload(msgspec.Struct, array_like=True, frozen=True):
+    version: str
+    pause_id: str
+    conversation_id: str
+    call_id: str
+    turn: str
+    expires_at: int
 
 
-def check_token(secret: bytes, conversation_id: str, call: ToolCall, token: object) -> str | None:
-    """``None`` when ``token`` is valid for the call; otherwise why it is not."""
+_decode_payload = msgspec.json.Decoder(_Payload)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenClaims:
+    """What a verified token attests."""
+
+    pause_id: str
+    conversation_id: str
+    call_id: str
+    turn: str
+    expires_at: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def turn_digest(turn: Message) -> str:
+    """The digest of a pending assistant turn: base64url(SHA-256 of its canonical JSON)."""
+    return _b64(hashlib.sha256(dumps_message(turn)).digest())
+
+
+def pause_digest(pause_id: str) -> str:
+    """The key a replay guard stores for a pause: hex SHA-256, never the pause id itself."""
+    return hashlib.sha256(b"tether-pause\x00" + pause_id.encode()).hexdigest()
+
+
+def _mac(secret: bytes, body: str) -> str:
+    return _b64(hmac.new(secret, body.encode(), hashlib.sha256).digest())
+
+
+def mint_token(secret: bytes, claims: TokenClaims) -> str:
+    """``v2.<payload>.<mac>``: base64url JSON claims and the HMAC-SHA256 over ``v2.<payload>``."""
+    payload = msgspec.json.encode(
+        _Payload(
+            _VERSION,
+            claims.pause_id,
+            claims.conversation_id,
+            claims.call_id,
+            claims.turn,
+            claims.expires_at,
+        )
+    )
+    body = f"{_VERSION}.{_b64(payload)}"
+    return f"{body}.{_mac(secret, body)}"
+
+
+def read_token(secret: bytes, token: object) -> TokenClaims | str:
+    """The claims of a genuine token, or why ``token`` is not one (never raises)."""
     if token is None or token == "":
         return "the decision carries no approval token"
     if not isinstance(token, str):
         return f"the approval token must be a string, not {type(token).__name__}"
-    expected = approval_token(secret, conversation_id, call)
-    if not hmac.compare_digest(expected.encode(), token.encode()):
+    if not token.isascii() or len(token) > 4096:
+        return "the approval token is malformed"
+    if token.startswith("v1."):
         return (
-            "the approval token does not match this call (forged, or bound to another "
-            "conversation, call, tool or arguments)"
+            "approval tokens of format v1 are no longer accepted (v2 tokens bind the whole paused "
+            "turn and expire); run the conversation again to get a new pause"
         )
-    return None
+    version, _, rest = token.partition(".")
+    payload_text, _, mac = rest.rpartition(".")
+    if version != _VERSION or not payload_text or not mac:
+        return "the approval token is malformed"
+    expected = _mac(secret, f"{version}.{payload_text}")
+    if not hmac.compare_digest(expected.encode(), mac.encode()):
+        return "the approval token does not match (forged, or minted with another secret)"
+    try:
+        payload = _decode_payload.decode(_unb64(payload_text))
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        return "the approval token is malformed"
+    return TokenClaims(
+        payload.pause_id, payload.conversation_id, payload.call_id, payload.turn, payload.expires_at
+    )
+
+
+@runtime_checkable
+class ReplayGuard(Protocol):
+    """Remembers single-use keys. Every ``tether`` store is one (``claim_token``), shared by all
+    processes on its database; ``MemoryReplayGuard`` covers one process."""
+
+    async def claim_token(self, digest: str, expires_at: float) -> bool:
+        """Mark ``digest`` used until ``expires_at`` (unix seconds); False if it already was."""
+        ...
+
+
+class MemoryReplayGuard:
+    """A bounded in-process replay guard (the default of every ``Agent``).
+
+    Holds at most ``max_entries`` unexpired keys; beyond that the oldest claims are forgotten
+    (each needs a genuine paused run to exist, so flooding it is costly; use a store as guard
+    when that matters or when several processes serve one agent).
+    """
+
+    def __init__(self, max_entries: int = 10_000, clock: Any = time.time) -> None:
+        self._max = max_entries
+        self._clock = clock
+        self._used: OrderedDict[str, float] = OrderedDict()
+
+    async def claim_token(self, digest: str, expires_at: float) -> bool:
+        now = float(self._clock())
+        while self._used:
+            oldest, until = next(iter(self._used.items()))
+            if until > now and len(self._used) < self._max:
+                break
+            del self._used[oldest]
+        until = self._used.get(digest)
+        if until is not None and until > now:
+            return False
+        self._used[digest] = expires_at
+        return True
 
 
 @dataclass(frozen=True, slots=True)
 class PendingCall:
-    """A call the run did not execute. ``kind`` says what it waits for; ``token`` is the HMAC
+    """A call the run did not execute. ``kind`` says what it waits for; ``token`` is the signed
     token to send back with the decision (``None`` without an ``approval_secret``)."""
 
     call: ToolCall
@@ -68,9 +188,15 @@ class PendingCall:
 @dataclass(frozen=True, slots=True)
 class Deferred:
     """What a run left pending: ``result.deferred``. The history ends at the assistant turn that
-    asked; resume with ``agent.run(history=result.messages, deferred=DeferredResults(...))``."""
+    asked; resume with ``agent.run(history=result.messages, deferred=DeferredResults(...))``.
+
+    ``pause_id`` names this pause (every token covers it); ``expires_at`` (unix seconds) is when
+    the tokens stop being accepted (``None`` without an ``approval_secret``).
+    """
 
     calls: tuple[PendingCall, ...]
+    pause_id: str = ""
+    expires_at: float | None = None
 
     @property
     def approvals(self) -> tuple[PendingCall, ...]:

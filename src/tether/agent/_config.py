@@ -1,27 +1,32 @@
-"""What a run needs from its agent, and the hooks a store binding implements."""
+"""What a run needs from its agent (resolved once per agent, or per run when ``tools=`` is given),
+and the per-run options, built once from the keyword arguments of ``run``/``run_stream``."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from tether.messages import ToolCall
+from tether.messages import Document, Image, Message, Text
 from tether.models import Model, ModelSettings, ToolDefinition
 
+from ._approvals import DeferredResults, ReplayGuard
 from ._context import RunContext
 from ._output import OutputSpec
-from ._tools import Tool
+from ._recorder import RunRecorder
+from ._tools import Tool, ToolLike
 
 if TYPE_CHECKING:
-    from ._run import Run
+    from tether.stores import Store
 
-__all__ = ["RunConfig", "RunHooks"]
+__all__ = ["Prompt", "RunConfig", "RunOptions"]
+
+Prompt = str | Text | Image | Document | Sequence[str | Text | Image | Document]
 
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    """Everything a run needs from its agent, resolved for this run."""
+    """Everything a run needs from its agent."""
 
     model: Model
     tools: Mapping[str, Tool[Any]]
@@ -34,20 +39,23 @@ class RunConfig:
     max_steps: int
     retries: int
     secret: bytes | None
+    approval_ttl: float
+    replay_guard: ReplayGuard
+    accept_truncated: bool
     settings: ModelSettings | None
 
 
-class RunHooks(Protocol):
-    """What a store binding does around tools with side effects (``idempotent=False``)."""
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """The arguments of one run, as given to ``run``, ``run_sync`` or ``run_stream``."""
 
-    async def checkpoint(self, run: Run) -> None:
-        """Persist the run's messages so far (the turn that requested the calls included)."""
-        ...
-
-    async def tool_started(self, run: Run, call: ToolCall) -> bool:
-        """Record that ``call`` is about to run; False when it was started before (do not run)."""
-        ...
-
-    async def tool_finished(self, run: Run, call: ToolCall, failed: bool) -> None:
-        """Record that ``call`` returned."""
-        ...
+    prompt: Prompt | None = None
+    history: Sequence[Message] = ()
+    deps: Any = None
+    tools: Sequence[ToolLike] | None = None
+    run_id: str | None = None
+    conversation_id: str | None = None
+    deferred: DeferredResults | None = None
+    store: Store | None = None
+    owner: str | None = None
+    recorder: RunRecorder | None = None

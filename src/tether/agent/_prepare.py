@@ -1,5 +1,5 @@
-"""Preparing a run's history: the prompt message, the donor conversation id, the history
-processor and the check that a prompt-less run can resume."""
+"""Preparing a run's messages: the prompt message, the donor conversation id, the history
+processor, the check that a prompt-less run can resume, and one distinct id per model call."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from tether.errors import HistoryError, RunError, UserError
-from tether.messages import Document, Image, Message, Part, Text
+from msgspec.structs import replace
 
+from tether.errors import HistoryError, RunError, UserError
+from tether.messages import Document, Image, Message, Part, Text, ToolCall
+
+from ._config import Prompt
 from ._context import RunContext
 
-__all__ = ["Prompt", "apply_processor", "check_resumable", "donor_conversation_id", "user_message"]
-
-Prompt = str | Text | Image | Document | Sequence[str | Text | Image | Document]
+__all__ = ["apply_processor", "check_resumable", "distinct_calls", "donor_conversation_id", "user_message"]
 
 
 def user_message(prompt: Prompt, run_id: str, conversation_id: str) -> Message:
@@ -75,3 +76,42 @@ def check_resumable(history: Sequence[Message]) -> None:
         "without a prompt the history must end with a user message or with tool results; "
         "it ends with a finished assistant answer"
     )
+
+
+def distinct_calls(message: Message, run_id: str, step: int) -> Message:
+    """The model turn with one distinct id per call, so its results can always be paired.
+
+    A call without an id, or repeating an earlier call's id with another name or other
+    arguments, gets a deterministic fresh id (run id, step, part index) and runs as its own
+    call; an exact repeat (same id, name and arguments) is the same call said twice and is
+    dropped, so its tool runs once.
+    """
+    calls = message.tool_calls
+    ids = {c.id for c in calls}
+    if None not in ids and "" not in ids and len(ids) == len(calls):
+        return message
+    taken = {i for i in ids if i}
+    seen: dict[str, ToolCall] = {}
+    parts: list[Part] = []
+    tag = "".join(ch for ch in run_id if ch.isalnum())[-8:]
+    for index, part in enumerate(message.parts):
+        if type(part) is not ToolCall:
+            parts.append(part)
+            continue
+        cid = part.id
+        if cid and cid in seen:
+            first = seen[cid]
+            if first.name == part.name and first.arguments == part.arguments:
+                continue
+            cid = None
+        if not cid:
+            base = f"call_{tag}_{step}_{index}"
+            cid, n = base, 1
+            while cid in taken:
+                n += 1
+                cid = f"{base}_{n}"
+            taken.add(cid)
+            part = replace(part, id=cid)
+        seen[cid] = part
+        parts.append(part)
+    return replace(message, parts=tuple(parts))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from tether.errors import UserError
+from tether.history import HistoryRepair
 from tether.messages import Message, ToolCall, ToolResult, Usage
 
 from ._approvals import Deferred
@@ -17,6 +18,7 @@ __all__ = [
     "Result",
     "RunCompleted",
     "TextEvent",
+    "ToolCallDeltaEvent",
     "ToolCallFinished",
     "ToolCallStarted",
 ]
@@ -33,9 +35,10 @@ class Result(Generic[Output]):
     ``messages`` is the canonical conversation (the supplied history as processed and repaired,
     then everything this run added); chain with ``agent.run("...", history=result.messages)``.
     ``new_messages`` is what this run added, each stamped with ``run_id`` and
-    ``conversation_id``. ``repair`` is the report of the repair applied to the supplied history
-    (``tether.history.HistoryRepair``). When ``deferred`` is set the run stopped for approvals or
-    external results and has no ``output``.
+    ``conversation_id``. ``repair`` is the report of the repair applied to the supplied history.
+    When ``deferred`` is set the run stopped for approvals or external results and has no
+    ``output``. ``stop_reason`` is the last model response's (``"stop"``, or ``"length"`` for an
+    answer cut at the token limit and accepted with ``Agent(accept_truncated=True)``).
     """
 
     messages: tuple[Message, ...]
@@ -46,7 +49,8 @@ class Result(Generic[Output]):
     run_id: str
     conversation_id: str
     deferred: Deferred | None = None
-    repair: Any = None
+    repair: HistoryRepair = HistoryRepair()  # noqa: RUF009 - the report is immutable
+    stop_reason: str | None = None
     _output: Any = field(default=MISSING, repr=False)
 
     def __repr__(self) -> str:  # short: a conversation may hold thousands of messages
@@ -95,6 +99,18 @@ class ReasoningEvent(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallDeltaEvent(_EventBase):
+    """A tool call being streamed by the model: the first delta of a call carries its ``id`` and
+    ``name``; later ones more ``arguments`` text. ``index`` is the call's part index."""
+
+    step: int
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallStarted(_EventBase):
     """A tool begins executing."""
 
@@ -124,5 +140,11 @@ class RunCompleted(_EventBase):
 
 
 Event: TypeAlias = (
-    TextEvent | ReasoningEvent | ToolCallStarted | ToolCallFinished | MessageCompleted | RunCompleted
+    TextEvent
+    | ReasoningEvent
+    | ToolCallDeltaEvent
+    | ToolCallStarted
+    | ToolCallFinished
+    | MessageCompleted
+    | RunCompleted
 )

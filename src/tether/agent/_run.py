@@ -3,13 +3,19 @@
 Per run, in order: the history processor (once, on what the caller supplied), validation, repair
 (``normalize_history``, once), then the tool loop. After the first request each step touches only
 the messages it adds: the model receives an O(1) view of the growing list, never a copy.
+
+Failures and cancellation end in one place (``execute``): the ``Partial`` is built from the run's
+state, the recorder receives what it does not hold yet (shielded from further cancellation and
+bounded in time), and then the error is raised — ``RunError`` for a failure or an explicit stop,
+``asyncio.CancelledError`` (carrying the partial) when the task awaiting the run was cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from msgspec.structs import replace
@@ -18,25 +24,23 @@ from tether.errors import (
     ApprovalError,
     MaxStepsError,
     ModelError,
-    OutputValidationError,
     Partial,
     RunCanceled,
     RunError,
     RunStage,
     StoreError,
-    ToolError,
 )
 from tether.history import close_calls, normalize_history
-from tether.messages import Message, Part, Text, ToolCall, ToolResult, Usage, new_id
-from tether.models import ModelResponse, ReasoningDelta, TextDelta
+from tether.messages import Message, new_id
+from tether.models import ModelResponse, ReasoningDelta, TextDelta, ToolCallDelta
 
-from ._approvals import Deferred, DeferredResults, PendingCall, approval_token
-from ._batch import UNKNOWN_OUTCOME_TEXT, BatchCanceled, Job, ToolRaised, canceled_result, run_jobs
-from ._config import RunConfig, RunHooks
+from ._approvals import Deferred, DeferredResults, PendingCall, TokenClaims, mint_token, turn_digest
+from ._config import Prompt, RunConfig
 from ._context import MessagesView, RunContext
-from ._decisions import resolve_decisions
+from ._decisions import Resolution, resolve_decisions
 from ._output import OUTPUT_TOOL
-from ._prepare import Prompt, apply_processor, check_resumable, donor_conversation_id, user_message
+from ._prepare import apply_processor, check_resumable, distinct_calls, donor_conversation_id, user_message
+from ._recorder import RunRecorder, settle
 from ._result import (
     MISSING,
     Event,
@@ -44,12 +48,13 @@ from ._result import (
     ReasoningEvent,
     Result,
     TextEvent,
-    ToolCallFinished,
-    ToolCallStarted,
+    ToolCallDeltaEvent,
 )
+from ._state import RunState
 from ._tools import ArgumentsInvalid
+from ._toolstep import ToolStep
 
-__all__ = ["STEP_LIMIT_TEXT", "Prompt", "Run", "RunConfig", "RunHooks"]
+__all__ = ["STEP_LIMIT_TEXT", "Run", "attach_partial", "cancelled_partial"]
 
 STEP_LIMIT_TEXT = "not run (step limit): the run reached its step limit before executing this call"
 TEXT_NOT_ACCEPTED = (
@@ -59,8 +64,25 @@ TEXT_NOT_ACCEPTED = (
 _BAD_STOPS = frozenset({"length", "content_filter", "error"})
 
 
+def attach_partial(error: BaseException, partial: Partial | None) -> None:
+    """Put a cancelled run's evidence on the ``CancelledError`` that propagates."""
+    error.partial = partial  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def cancelled_partial(error: BaseException) -> Partial | None:
+    """The ``Partial`` of a run whose task was cancelled (``asyncio.CancelledError``), or of any
+    ``RunError``; ``None`` for other exceptions."""
+    partial = getattr(error, "partial", None)
+    return partial if isinstance(partial, Partial) else None
+
+
 class Run:
-    """One run. Create, then ``await execute()`` once."""
+    """One run. Create, then ``await execute()`` once.
+
+    ``owned``: the run has a task of its own (``run_stream``), so a cancellation of that task is
+    an explicit stop and ends the run with ``RunCanceled``; otherwise the cancellation belongs to
+    the caller's task and propagates.
+    """
 
     def __init__(
         self,
@@ -73,120 +95,179 @@ class Run:
         conversation_id: str | None,
         deferred: DeferredResults | None,
         emit: Callable[[Event], None] | None = None,
-        hooks: RunHooks | None = None,
+        recorder: RunRecorder | None = None,
+        owned: bool = False,
     ) -> None:
         self.cfg = cfg
         self.prompt = prompt
         self.supplied = history
         self.deps = deps
-        self.run_id = run_id or new_id()
-        self.conversation_id = conversation_id or donor_conversation_id(history) or new_id()
         self.deferred_in = deferred
         self.emit = emit
-        self.hooks = hooks
-        self.messages: list[Message] = []
-        self.sent: list[Message] = self.messages
-        self.new: list[Message] = []
-        self.usage = Usage()
-        self.requests = 0
-        self.tool_executions = 0
+        self.recorder = recorder
+        self.owned = owned
+        cid = conversation_id or (None if recorder is not None else donor_conversation_id(history))
+        self.state = RunState(run_id or new_id(), cid or "")
         self.stage: RunStage = "history"
+        self.stop_reason: str | None = None
+        self._resolution: Resolution | None = None
+        provider = cfg.model.profile.provider
+        self._stamp = (provider, cfg.model.name.removeprefix(provider + ":"))
         self.instructions: str | None = None
-        self.repair: Any = None
-        self._failures: dict[str, int] = {}
-        self._decided: dict[str, ToolResult | None] = {}
-
-    # -- evidence -------------------------------------------------------------------------------
-    def partial(self) -> Partial | None:
-        """Resumable evidence, or ``None`` when no model turn or tool execution completed."""
-        if self.requests == 0 and self.tool_executions == 0:
-            return None
-        return Partial(
-            tuple(self.messages),
-            tuple(self.new),
-            self.usage,
-            self.requests,
-            self.tool_executions,
-            self.run_id,
-            self.conversation_id,
-        )
-
-    def add(self, message: Message) -> None:
-        self.messages.append(message)
-        if self.sent is not self.messages:
-            self.sent.append(message)
-        self.new.append(message)
-        if self.emit is not None:
-            self.emit(MessageCompleted(self.run_id, self.conversation_id, message))
-
-    def context(self, call: ToolCall | None = None) -> RunContext[Any]:
-        return RunContext(
-            self.deps,
-            self.run_id,
-            self.conversation_id,
-            MessagesView(self.sent),
-            self.usage,
-            self.requests,
-            call.id if call is not None else None,
-            call.name if call is not None else None,
-        )
-
-    def _result(self, output: Any, deferred: Deferred | None = None) -> Result[Any]:
-        return Result(
-            tuple(self.messages),
-            tuple(self.new),
-            self.usage,
-            self.requests,
-            self.tool_executions,
-            self.run_id,
-            self.conversation_id,
-            deferred,
-            self.repair,
-            output,
-        )
+        self.tools = ToolStep(self)
 
     # -- entry ------------------------------------------------------------------------------------
     async def execute(self) -> Result[Any]:
         try:
-            return await self._execute()
-        except asyncio.CancelledError:
-            raise RunCanceled("the run was cancelled", stage=self.stage, partial=self.partial()) from None
+            output, deferred = await self._execute()
+            await self.persist(final=True)
+        except asyncio.CancelledError as exc:
+            partial, note = await self._stopped()
+            if not self.owned:
+                attach_partial(exc, partial)
+                if note:
+                    exc.add_note(note)
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            stop = RunCanceled("the run was stopped", stage=self.stage, partial=partial)
+            if note:
+                stop.add_note(note)
+            raise stop from None
+        except RunError as exc:
+            if exc.partial is None:
+                exc.partial = self.state.partial(stopped=isinstance(exc, RunCanceled))
+            if exc.stage != "store":
+                await self._record_failure(exc)
+            raise
+        return self.state.result(output, deferred, self.stop_reason)
 
-    async def _execute(self) -> Result[Any]:
+    async def _stopped(self) -> tuple[Partial | None, str | None]:
+        """The evidence of a cancelled run, recorded (shielded, bounded) when there is a recorder;
+        and a note when it could not be stored."""
+        state = self.state
+        unfinished = state.unfinished(*self._stamp)
+        partial = state.partial(stopped=True, unfinished=unfinished)
+        if self.recorder is None or not (state.unrecorded() or unfinished is not None):
+            return partial, None
+        moved, note = state.conversation_id, None
+        try:
+            await settle(self._write_failure(partial), self.recorder.write_timeout)
+        except asyncio.CancelledError:
+            pass  # the run is ending because of a cancellation already
+        except StoreError as exc:
+            note = f"the partial evidence could not be stored: {exc}"
+        if state.conversation_id != moved:
+            partial = state.partial(stopped=True, unfinished=state.unfinished(*self._stamp))
+        return partial, note
+
+    async def _record_failure(self, error: RunError) -> None:
+        """Store a failed run's evidence; a failure before anything completed stores nothing, so
+        a wrong API key does not litter the conversation with unanswered prompts."""
+        if self.recorder is None or error.partial is None or not self.state.unrecorded():
+            return
+        try:
+            await settle(self._write_failure(error.partial), self.recorder.write_timeout)
+        except StoreError as exc:
+            error.add_note(f"the partial evidence could not be stored: {exc}")
+        except asyncio.CancelledError:
+            if not self.owned:
+                raise
+        if error.partial.conversation_id != self.state.conversation_id:
+            error.partial = self.state.partial(stopped=isinstance(error, RunCanceled))
+
+    async def _write_failure(self, partial: Partial | None) -> None:
+        assert self.recorder is not None
+        batch = self.state.unrecorded()
+        cid = await self.recorder.failed(batch, partial)
+        self.state.recorded += len(batch)
+        if cid != self.state.conversation_id:
+            self.state.move(cid)
+
+    async def persist(self, *, final: bool = False) -> None:
+        """Hand the recorder the new messages it does not hold yet (a checkpoint, or the end)."""
+        if self.recorder is None or not self.state.unrecorded():
+            return
+        try:
+            await settle(self._write(), self.recorder.write_timeout)
+        except StoreError as exc:
+            what = "the run finished but its messages could not be stored" if final else "the store failed"
+            raise RunError(f"{what}: {exc}", stage="store") from exc
+
+    async def _write(self) -> None:
+        assert self.recorder is not None
+        batch = self.state.unrecorded()
+        cid = await self.recorder.record(batch)
+        self.state.recorded += len(batch)
+        if cid != self.state.conversation_id:
+            self.state.move(cid)
+
+    # -- state ------------------------------------------------------------------------------------
+    def add(self, message: Message) -> None:
+        self.state.add(message)
+        if self.emit is not None:
+            self.emit(MessageCompleted(self.state.run_id, self.state.conversation_id, message))
+
+    def context(self, call_id: str | None = None, tool_name: str | None = None) -> RunContext[Any]:
+        s = self.state
+        return RunContext(
+            self.deps,
+            s.run_id,
+            s.conversation_id,
+            MessagesView(s.sent),
+            s.usage,
+            s.requests,
+            call_id,
+            tool_name,
+        )
+
+    def _user(self, prompt: Prompt) -> Message:
+        return user_message(prompt, self.state.run_id, self.state.conversation_id)
+
+    # -- the loop ---------------------------------------------------------------------------------
+    async def _execute(self) -> tuple[Any, Deferred | None]:
         pending_turn = await self._prepare()
         if self.prompt is not None and pending_turn is None:
-            self.add(user_message(self.prompt, self.run_id, self.conversation_id))
+            self.add(self._user(self.prompt))
         await self._resolve_instructions()
         if pending_turn is not None:
             output = await self._resume_deferred(pending_turn)
             if output is not MISSING:
-                return self._result(output)
+                return output, None
             if self.prompt is not None:
-                self.add(user_message(self.prompt, self.run_id, self.conversation_id))
+                self.add(self._user(self.prompt))
         while True:
             response = await self._request()
-            message = replace(response.message, run_id=self.run_id, conversation_id=self.conversation_id)
-            message = self._distinct_calls(message)
+            s = self.state
+            message = replace(response.message, run_id=s.run_id, conversation_id=s.conversation_id)
+            message = distinct_calls(message, s.run_id, s.requests)
             self.add(message)
             calls = message.tool_calls
             if not calls:
                 output = self._final_text(message, response.stop_reason)
                 if output is not MISSING:
-                    return self._result(output)
+                    return output, None
                 continue
-            if self.requests >= self.cfg.max_steps and not self._has_valid_output(calls):
+            if s.requests >= self.cfg.max_steps and not self._has_valid_output(calls):
                 self._step_limit(message)
-            deferred = self._deferral(calls)
+            deferred = self._deferral(message)
             if deferred is not None:
-                return self._result(MISSING, deferred)
-            output = await self._batch(message, {})
+                return MISSING, deferred
+            output = await self.tools.batch(message, {})
             if output is not MISSING:
-                return self._result(output)
+                return output, None
 
     # -- preparation ----------------------------------------------------------------------------
     async def _prepare(self) -> Message | None:
-        cfg = self.cfg
+        cfg, state = self.cfg, self.state
         history = self.supplied
+        if self.recorder is not None:
+            state.conversation_id, history = await self.recorder.open(
+                repair=self.prompt is not None and self.deferred_in is None
+            )
+        elif not state.conversation_id:
+            state.conversation_id = new_id()
         if cfg.history_processor is not None:
             history = await apply_processor(
                 cfg.history_processor, cfg.processor_takes_ctx, history, self.context()
@@ -204,21 +285,17 @@ class Run:
             pending_turn = last
             history = history[:-1]
             self.stage = "approval"
-            self._decided = resolve_decisions(
-                last, self.deferred_in, cfg.tools, cfg.secret, self.conversation_id
+            self._resolution = resolve_decisions(
+                last, self.deferred_in, cfg.tools, cfg.secret, state.conversation_id, time.time()
             )
         elif self.prompt is None:
             check_resumable(history)
-        messages, self.repair = normalize_history(history)
+        messages, state.repair = normalize_history(history)
         if pending_turn is None and self.prompt is None:
             check_resumable(messages)  # repair may have removed what made the raw history resumable
         if pending_turn is not None:
             messages.append(pending_turn)
-        self.messages = messages
-        if any(m.role == "system" for m in messages):
-            self.sent = [m for m in messages if m.role != "system"]
-        else:
-            self.sent = messages
+        state.start(messages)
         return pending_turn
 
     async def _resolve_instructions(self) -> None:
@@ -240,8 +317,9 @@ class Run:
     # -- model ------------------------------------------------------------------------------------
     async def _request(self) -> ModelResponse:
         self.stage = "model"
-        view = MessagesView(self.sent)
-        cfg = self.cfg
+        s, cfg = self.state, self.cfg
+        view = MessagesView(s.sent)
+        s.streamed.clear()
         try:
             if self.emit is None:
                 response = await cfg.model.generate(
@@ -249,31 +327,27 @@ class Run:
                 )
             else:
                 response = await self._stream_request(view)
-        except RunError as exc:
-            if exc.partial is None:
-                exc.partial = self.partial()
+        except RunError:
             raise
         except Exception as exc:
-            raise ModelError(
-                f"the model failed: {type(exc).__name__}: {exc}", stage="model", partial=self.partial()
-            ) from exc
+            raise ModelError(f"the model failed: {type(exc).__name__}: {exc}", stage="model") from exc
         if type(response) is not ModelResponse or response.message.role != "assistant":
             raise ModelError(
                 f"the model returned {type(response).__name__} instead of a ModelResponse with an "
                 "assistant message",
                 stage="model",
-                partial=self.partial(),
             )
-        self.requests += 1
-        self.usage = self.usage + response.usage
+        s.streamed.clear()
+        s.requests += 1
+        s.usage = s.usage + response.usage
         return response
 
     async def _stream_request(self, view: MessagesView) -> ModelResponse:
         emit = self.emit
         assert emit is not None
-        cfg = self.cfg
+        s, cfg = self.state, self.cfg
         final: ModelResponse | None = None
-        step = self.requests + 1
+        step = s.requests + 1
         stream = cfg.model.stream(
             view, instructions=self.instructions, tools=cfg.definitions, settings=cfg.settings
         )
@@ -281,44 +355,40 @@ class Run:
             kind = type(event)
             if kind is TextDelta:
                 delta = cast(TextDelta, event)
-                emit(TextEvent(self.run_id, self.conversation_id, step, delta.index, delta.text))
+                s.streamed.append(delta.text)
+                emit(TextEvent(s.run_id, s.conversation_id, step, delta.index, delta.text))
             elif kind is ReasoningDelta:
                 rdelta = cast(ReasoningDelta, event)
-                emit(ReasoningEvent(self.run_id, self.conversation_id, step, rdelta.index, rdelta.text))
+                emit(ReasoningEvent(s.run_id, s.conversation_id, step, rdelta.index, rdelta.text))
+            elif kind is ToolCallDelta:
+                c = cast(ToolCallDelta, event)
+                emit(
+                    ToolCallDeltaEvent(s.run_id, s.conversation_id, step, c.index, c.id, c.name, c.arguments)
+                )
             elif kind is ModelResponse:
                 final = cast(ModelResponse, event)
         if final is None:
-            raise ModelError(
-                "the model stream ended without a final response", stage="model", partial=self.partial()
-            )
+            raise ModelError("the model stream ended without a final response", stage="model")
         return final
 
     def _final_text(self, message: Message, stop_reason: str) -> Any:
         """The output for an answer without tool calls, or ``MISSING`` after a correction."""
-        if stop_reason in _BAD_STOPS:
-            raise ModelError(
-                f"the model stopped with {stop_reason!r} before giving an answer",
-                stage="model",
-                partial=self.partial(),
-            )
+        self.stop_reason = stop_reason
+        accepted = stop_reason == "length" and self.cfg.accept_truncated and self.cfg.output.is_text
+        if stop_reason in _BAD_STOPS and not accepted:
+            raise ModelError(f"the model stopped with {stop_reason!r} before giving an answer", stage="model")
         if self.cfg.output.is_text:
             return message.text
         self.stage = "output"
-        self._count_failure(OUTPUT_TOOL, TEXT_NOT_ACCEPTED, output=True)
-        if self.requests >= self.cfg.max_steps:
+        self.tools.count_failure(OUTPUT_TOOL, TEXT_NOT_ACCEPTED, output=True)
+        if self.state.requests >= self.cfg.max_steps:
             raise MaxStepsError(
-                f"the step limit ({self.cfg.max_steps}) was reached without a valid output",
-                stage="output",
-                partial=self.partial(),
+                f"the step limit ({self.cfg.max_steps}) was reached without a valid output", stage="output"
             )
-        self.add(
-            Message(
-                "user", (Text(TEXT_NOT_ACCEPTED),), run_id=self.run_id, conversation_id=self.conversation_id
-            )
-        )
+        self.add(self._user(TEXT_NOT_ACCEPTED))
         return MISSING
 
-    def _has_valid_output(self, calls: Sequence[ToolCall]) -> bool:
+    def _has_valid_output(self, calls: Sequence[Any]) -> bool:
         """True when the turn gives a valid structured output: no further request is needed."""
         output = self.cfg.output
         if output.is_text:
@@ -332,252 +402,56 @@ class Run:
                 return True
         return False
 
-    def _distinct_calls(self, message: Message) -> Message:
-        """The model turn with one distinct id per call, so its results can always be paired.
-
-        A call without an id, or repeating an earlier call's id with another name or other
-        arguments, gets a deterministic fresh id (run id, step, part index) and runs as its own
-        call; an exact repeat (same id, name and arguments) is the same call said twice and is
-        dropped, so its tool runs once.
-        """
-        calls = message.tool_calls
-        ids = {c.id for c in calls}
-        if None not in ids and "" not in ids and len(ids) == len(calls):
-            return message
-        taken = {i for i in ids if i}
-        seen: dict[str, ToolCall] = {}
-        parts: list[Part] = []
-        tag = "".join(ch for ch in self.run_id if ch.isalnum())[-8:]
-        for index, part in enumerate(message.parts):
-            if type(part) is not ToolCall:
-                parts.append(part)
-                continue
-            cid = part.id
-            if cid and cid in seen:
-                first = seen[cid]
-                if first.name == part.name and first.arguments == part.arguments:
-                    continue
-                cid = None
-            if not cid:
-                base = f"call_{tag}_{self.requests}_{index}"
-                cid, n = base, 1
-                while cid in taken:
-                    n += 1
-                    cid = f"{base}_{n}"
-                taken.add(cid)
-                part = replace(part, id=cid)
-            seen[cid] = part
-            parts.append(part)
-        return replace(message, parts=tuple(parts))
-
-    # -- tools ------------------------------------------------------------------------------------
-    def _count_failure(self, name: str, why: str, *, output: bool = False) -> bool:
-        """Count an invalid call/output; True when the retries are exhausted."""
-        count = self._failures.get(name, 0) + 1
-        self._failures[name] = count
-        if count <= self.cfg.retries:
-            return False
-        if output:
-            raise OutputValidationError(
-                f"the output failed validation {count} times (retries={self.cfg.retries}): {why}",
-                stage="output",
-                partial=self.partial(),
-            )
-        return True
-
     def _step_limit(self, message: Message) -> None:
+        s = self.state
         closing = close_calls(
-            message,
-            text=STEP_LIMIT_TEXT,
-            failed=True,
-            run_id=self.run_id,
-            conversation_id=self.conversation_id,
+            message, text=STEP_LIMIT_TEXT, failed=True, run_id=s.run_id, conversation_id=s.conversation_id
         )
         closed = 0
         if closing is not None:
             closed = len(closing.tool_results)
-            self._add_tool_message(message, closing)
+            self.tools.add_tool_message(message, closing)
         raise MaxStepsError(
             f"the step limit ({self.cfg.max_steps} model requests) was reached; the last turn's "
             f"{closed} tool call(s) were not run",
             stage="tools",
-            partial=self.partial(),
         )
 
-    def _add_results(self, message: Message, results: Sequence[ToolResult]) -> None:
-        if results:
-            tools = Message("tool", tuple(results), run_id=self.run_id, conversation_id=self.conversation_id)
-            self._add_tool_message(message, tools)
-
-    def _add_tool_message(self, message: Message, results: Message) -> None:
-        """Add the tool message ``results`` answering calls of ``message``, emitting one
-        ``ToolCallFinished`` per result first when streaming."""
-        if self.emit is not None:
-            calls = {c.id: c for c in message.tool_calls}
-            for r in results.tool_results:
-                self.emit(ToolCallFinished(self.run_id, self.conversation_id, calls[r.call_id], r))
-        self.add(results)
-
-    def _deferral(self, calls: Sequence[ToolCall]) -> Deferred | None:
-        tools = self.cfg.tools
+    # -- approvals --------------------------------------------------------------------------------
+    def _deferral(self, turn: Message) -> Deferred | None:
+        tools, secret, cid = self.cfg.tools, self.cfg.secret, self.state.conversation_id
+        gated = [
+            (call, t)
+            for call in turn.tool_calls
+            if call.id and (t := tools.get(call.name)) is not None and (t.requires_approval or t.external)
+        ]
+        if not gated:
+            return None
+        pause_id = new_id()
+        expires_at = int(time.time() + self.cfg.approval_ttl) if secret is not None else None
+        digest = turn_digest(turn) if secret is not None else ""
         pending: list[PendingCall] = []
-        secret = self.cfg.secret
-        for call in calls:
-            tool = tools.get(call.name)
-            if tool is None or not (tool.requires_approval or tool.external) or not call.id:
-                continue
-            token = approval_token(secret, self.conversation_id, call) if secret is not None else None
+        for call, tool in gated:
+            token = None
+            if secret is not None and expires_at is not None:
+                token = mint_token(secret, TokenClaims(pause_id, cid, call.id or "", digest, expires_at))
             pending.append(PendingCall(call, "external" if tool.external else "approval", token))
-        return Deferred(tuple(pending)) if pending else None
+        return Deferred(tuple(pending), pause_id, expires_at)
 
     async def _resume_deferred(self, turn: Message) -> Any:
         self.stage = "approval"
-        return await self._batch(turn, self._decided)
-
-    async def _batch(self, message: Message, decided: Mapping[str, ToolResult | None]) -> Any:
-        """Execute the calls of ``message``; ``decided`` holds results fixed in advance (denied or
-        external) and ``None`` for approved calls. Returns the output when one was accepted."""
-        self.stage = "tools"
-        cfg = self.cfg
-        calls = [c for c in message.tool_calls if c.id]
-        results: list[ToolResult | None] = [None] * len(calls)
-        jobs: list[Job] = []
-        output: Any = MISSING
-        exhausted: list[str] = []
-        for i, call in enumerate(calls):
-            cid = cast(str, call.id)
-            fixed = decided.get(cid)
-            if fixed is not None:
-                results[i] = fixed
-                continue
-            if call.name == OUTPUT_TOOL and not cfg.output.is_text:
-                try:
-                    value = cfg.output.parse(call)
-                except ArgumentsInvalid as exc:
-                    results[i] = ToolResult(cid, call.name, (Text(str(exc)),), failed=True)
-                    self._count_failure(OUTPUT_TOOL, str(exc), output=True)
-                    continue
-                self._failures.pop(OUTPUT_TOOL, None)
-                results[i] = ToolResult(cid, call.name, (Text("final result accepted"),))
-                if output is MISSING:
-                    output = value
-                continue
-            tool = cfg.tools.get(call.name)
-            if tool is None:
-                known = ", ".join(sorted(cfg.tools)) or "none"
-                why = f"unknown tool {call.name!r}; the available tools are: {known}"
-                results[i] = ToolResult(cid, call.name, (Text(why),), failed=True)
-                if self._count_failure(call.name, why):
-                    exhausted.append(why)
-                continue
+        resolution = self._resolution
+        assert resolution is not None
+        if resolution.claim is not None:
+            digest, expires_at = resolution.claim
             try:
-                kwargs = tool.validate(call)
-            except ArgumentsInvalid as exc:
-                results[i] = ToolResult(cid, call.name, (Text(str(exc)),), failed=True)
-                if self._count_failure(call.name, str(exc)):
-                    exhausted.append(str(exc))
-                continue
-            self._failures.pop(call.name, None)
-            jobs.append(Job(i, call, tool, kwargs, self.context(call)))
-        side_effects = await self._run(jobs, calls, message, results)
-        self._add_results(message, [r for r in results if r is not None])
-        if side_effects and self.hooks is not None:
-            # a finished side effect's real result is durable before the next model call
-            try:
-                await self.hooks.checkpoint(self)
+                fresh = await self.cfg.replay_guard.claim_token(digest, expires_at)
             except StoreError as exc:
-                raise RunError(f"the store failed: {exc}", stage="store", partial=self.partial()) from exc
-        if exhausted:
-            raise ToolError(
-                f"a tool call failed validation more than {cfg.retries} times in a row: {exhausted[0]}",
-                stage="tools",
-                partial=self.partial(),
-            )
-        return output
-
-    async def _run(
-        self, jobs: list[Job], calls: list[ToolCall], message: Message, results: list[ToolResult | None]
-    ) -> bool:
-        """Run the jobs; True when the batch held a side-effecting tool under a store."""
-        if not jobs:
-            return False
-        hooks = self.hooks
-        finished: Callable[[Job, bool], Awaitable[None]] | None = None
-        side_effects = hooks is not None and any(not j.tool.idempotent for j in jobs)
-        try:
-            if hooks is not None and side_effects:
-                await hooks.checkpoint(self)
-                runnable: list[Job] = []
-                for job in jobs:
-                    if job.tool.idempotent or await hooks.tool_started(self, job.call):
-                        runnable.append(job)
-                    else:
-                        results[job.index] = ToolResult(
-                            job.call.id or "", job.call.name, (Text(UNKNOWN_OUTCOME_TEXT),), synthesized=True
-                        )
-                jobs = runnable
-
-                async def finished_hook(job: Job, failed: bool) -> None:
-                    if not job.tool.idempotent:
-                        await hooks.tool_finished(self, job.call, failed)
-
-                finished = finished_hook
-        except StoreError as exc:
-            raise RunError(f"the store failed: {exc}", stage="store", partial=self.partial()) from exc
-        started = self._started_event if self.emit is not None else None
-        try:
-            await run_jobs(jobs, started, finished)
-        except BatchCanceled as stop:
-            self._count_done(jobs, results)
-            by_index = {job.index: job for job in jobs}
-            for i, r in enumerate(results):
-                if r is None:
-                    results[i] = canceled_result(calls[i], by_index.get(i), stop)
-            self._add_results(message, [r for r in results if r is not None])
-            raise RunCanceled(
-                f"tool {stop.call.name!r} canceled the run: {stop.cause.reason}",
-                stage="tools",
-                partial=self.partial(),
-            ) from stop.cause
-        except ToolRaised as raised:
-            self._count_done(jobs, results)
-            self._close_side_effects(jobs, calls, message, results)
-            raise ToolError(
-                f"tool {raised.call.name!r} raised {type(raised.error).__name__}: {raised.error}",
-                stage="tools",
-                partial=self.partial(),
-            ) from raised.error
-        except StoreError as exc:
-            self._count_done(jobs, results)
-            raise RunError(f"the store failed: {exc}", stage="store", partial=self.partial()) from exc
-        except asyncio.CancelledError:
-            self._count_done(jobs, results)
-            self._close_side_effects(jobs, calls, message, results)
-            raise
-        self._count_done(jobs, results)
-        return side_effects
-
-    def _close_side_effects(
-        self, jobs: list[Job], calls: list[ToolCall], message: Message, results: list[ToolResult | None]
-    ) -> None:
-        """After a failure or cancellation inside a batch: when a side-effecting tool
-        (``idempotent=False``) was invoked and has no result, close the whole batch now, so that
-        resuming cannot call it "interrupted before execution". Otherwise the evidence ends at
-        the requesting turn and repair closes the calls when it is resumed."""
-        if not any(j.started and j.result is None and not j.tool.idempotent for j in jobs):
-            return
-        by_index = {job.index: job for job in jobs}
-        for i, r in enumerate(results):
-            if r is None:
-                results[i] = canceled_result(calls[i], by_index.get(i), None)
-        self._add_results(message, [r for r in results if r is not None])
-
-    def _count_done(self, jobs: list[Job], results: list[ToolResult | None]) -> None:
-        for job in jobs:
-            if job.result is not None:
-                self.tool_executions += 1
-                results[job.index] = job.result
-
-    async def _started_event(self, job: Job) -> None:
-        assert self.emit is not None
-        self.emit(ToolCallStarted(self.run_id, self.conversation_id, job.call))
+                raise RunError(f"the replay guard failed: {exc}", stage="store") from exc
+            if not fresh:
+                raise ApprovalError(
+                    "these decisions were used before: a paused turn is resumed once (approval "
+                    "tokens are single-use)",
+                    stage="approval",
+                )
+        return await self.tools.batch(turn, resolution.decided)

@@ -85,6 +85,11 @@ class Tool(Generic[Deps]):
         self.name = name or getattr(function, "__name__", "")
         if not self.name or not set(self.name) <= _NAME_OK or len(self.name) > 64:
             raise UserError(f"tool name {self.name!r} must be 1-64 characters of letters, digits, _ or -")
+        if requires_approval and external:
+            raise UserError(
+                f"tool {self.name!r}: requires_approval and external exclude each other (an external "
+                "tool runs outside the run, so the run cannot hold it for approval)"
+            )
         self.requires_approval = requires_approval
         self.external = external
         self.idempotent = idempotent
@@ -154,8 +159,12 @@ def _signature_fields(
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
         raise UserError(f"tool {name!r}: cannot read the signature: {exc}") from None
+    # a callable object's annotations are those of its __call__
+    annotated = (
+        function if inspect.isroutine(function) or inspect.isclass(function) else type(function).__call__
+    )
     try:
-        hints = typing.get_type_hints(function, include_extras=True)
+        hints = typing.get_type_hints(annotated, include_extras=True)
     except Exception as exc:
         raise UserError(f"tool {name!r}: cannot resolve the annotations: {exc}") from None
     params = list(signature.parameters.values())

@@ -1,8 +1,12 @@
 """``tether chat``: an interactive, streaming, stored conversation.
 
-Every turn is appended to the SQLite store as one batch. Ctrl-C during a reply cancels the run:
-the prompt, any completed tool steps and the text streamed so far (an assistant message with
-stop reason ``canceled``) are stored, and the next prompt continues from there.
+Every turn runs through ``agent.run_stream(..., recorder=StoreRecorder(...))`` like any
+application: the run stores its prompt and what it adds (tools get the tool-effect ledger), and
+Ctrl-C stops the run exactly like a web client that goes away — the prompt, completed tool steps
+and the text streamed so far (an assistant message with stop reason ``canceled``) are stored, and
+the next prompt continues from there. A session pins the version its user saw: if another
+session appended meanwhile, the turn goes to a fork instead of landing after a turn nobody here
+saw.
 """
 
 from __future__ import annotations
@@ -14,15 +18,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from msgspec.structs import replace
 from rich.console import Console
 from rich.markup import escape
 
-from tether.agent import Agent
+from tether.agent import Agent, StoreRecorder
 from tether.cli._common import fail, out_console
 from tether.cli._demo_tools import DEMO_TOOLS
 from tether.cli._formats import export_messages
 from tether.cli._history import build_processor
+from tether.cli._logging import configure_logging
 from tether.cli._model import resolve_model
 from tether.cli._render import render_messages
 from tether.cli._store import (
@@ -34,10 +38,11 @@ from tether.cli._store import (
     resolve_conversation,
 )
 from tether.cli._stream import StreamPrinter, TurnOutcome, run_turn
-from tether.errors import ConflictError, HistoryError
+from tether.errors import HistoryError, NotFound
 from tether.history import BudgetHistory, TrimHistory
 from tether.messages import Message, new_id
 from tether.models import Model
+from tether.models.wire import ConversionReport
 from tether.stores import Store
 
 __all__ = ["LOCAL_BUDGET", "SLASH_COMMANDS", "ChatSession", "chat"]
@@ -51,13 +56,15 @@ SLASH_COMMANDS: dict[str, str] = {
     "/ids": "show the conversation id, the last run id, the database and the model",
     "/fork": "continue in a copy of this conversation under a new id",
     "/export FILE [FORMAT]": "write this conversation to FILE (tether JSON or a tether.convert format)",
+    "/report": "show what the model's last request could not carry (dropped or approximated parts)",
     "/help": "list these commands",
     "/quit": "leave (Ctrl-D works too)",
 }
 
 
 class ChatSession:
-    """One chat: an agent, a store and the conversation being continued."""
+    """One chat: an agent, a store and the conversation being continued. ``messages`` and
+    ``version`` are what this session's user has seen of the conversation."""
 
     def __init__(
         self,
@@ -69,7 +76,6 @@ class ChatSession:
         conversation_id: str,
         messages: list[Message],
         version: int,
-        exists: bool,
         console: Console,
         db_label: str,
     ) -> None:
@@ -80,7 +86,6 @@ class ChatSession:
         self.conversation_id = conversation_id
         self.messages = messages
         self.version = version
-        self.exists = exists
         self.console = console
         self.db_label = db_label
         self.last_run_id: str | None = None
@@ -88,58 +93,50 @@ class ChatSession:
 
     # -- turns -----------------------------------------------------------------------------------
     async def send(self, prompt: str) -> TurnOutcome:
-        """Run one turn, streaming it to the console, and store what it produced."""
-        printer = StreamPrinter(self.console)
+        """Run one turn, streaming it to the console; the run stores what it produces."""
+        recorder = StoreRecorder(
+            self.store, self.owner, self.conversation_id, on_conflict="fork", at_version=self.version
+        )
+        first_local = not self.turns and self.model.profile.provider == "local"
         outcome = await run_turn(
             self.agent,
             prompt,
-            history=self.messages,
-            conversation_id=self.conversation_id,
-            printer=printer,
-            model=_model_stamp(self.model),
-            waiting="loading the model…"
-            if not self.turns and self.model.profile.provider == "local"
-            else "thinking…",
+            recorder=recorder,
+            printer=StreamPrinter(self.console),
+            waiting="loading the model…" if first_local else "thinking…",
         )
         self.turns += 1
         self.last_run_id = outcome.run_id
-        if outcome.new_messages:
-            await self._store(outcome.new_messages)
+        await self._follow(recorder.conversation_id or self.conversation_id)
         if outcome.canceled:
             self.console.print("[yellow]⏹ reply canceled; the partial turn is stored.[/]")
         elif outcome.error is not None:
             self.console.print(f"[red]run failed:[/] {escape(outcome.error)}")
+        elif outcome.truncated:
+            self.console.print(
+                "[dim](the reply reached its length limit and was cut; it is stored as it is)[/]"
+            )
         self.console.print(f"[dim]conversation {self.conversation_id} · run {outcome.run_id}[/]")
         return outcome
 
-    async def _store(self, new: list[Message]) -> None:
-        if not self.exists:
-            await self.store.create(self.owner, self.conversation_id, exist_ok=True)
-            self.exists = True
-        try:
-            self.version = await self.store.append(
-                self.owner, self.conversation_id, new, expected_version=self.version
-            )
-        except ConflictError:
-            await self._store_in_fork(new)
-            return
-        self.messages.extend(new)
-
-    async def _store_in_fork(self, new: list[Message]) -> None:
-        """Another session appended to this conversation after the history this turn answered:
-        appending here would put this turn after theirs (two answers to one history). The turn
-        goes to a fork of the conversation at this session's base version instead, and the
-        session continues there."""
+    async def _follow(self, conversation_id: str) -> None:
+        """Catch up with what the turn stored (in this conversation, or in the fork it moved to
+        because another session had appended meanwhile)."""
         old, base = self.conversation_id, self.version
-        fork_id = await self.store.fork(self.owner, old, at_version=base)
-        turn = [replace(m, conversation_id=fork_id) if m.conversation_id == old else m for m in new]
-        self.version = await self.store.append(self.owner, fork_id, turn, expected_version=base)
-        self.conversation_id = fork_id
-        self.messages.extend(turn)
-        self.console.print(
-            f"[yellow]the conversation changed in another session; this turn is stored in a new "
-            f"conversation [bold]{fork_id}[/] (a fork of {old} at {base} messages)[/]"
-        )
+        try:
+            if conversation_id != old:
+                loaded = await self.store.load(self.owner, conversation_id)
+                self.messages = list(loaded.messages)
+                self.console.print(
+                    f"[yellow]the conversation changed in another session; this turn is stored in a "
+                    f"new conversation [bold]{conversation_id}[/] (a fork of {old} at {base} messages)[/]"
+                )
+            else:
+                loaded = await self.store.load(self.owner, conversation_id, since=base)
+                self.messages.extend(loaded.messages)
+        except NotFound:  # the turn failed before its conversation was created
+            return
+        self.conversation_id, self.version = conversation_id, loaded.version
 
     # -- slash commands ---------------------------------------------------------------------------
     async def command(self, line: str) -> bool:
@@ -161,6 +158,8 @@ class ChatSession:
             await self.fork()
         elif name == "/export":
             self.export(arg)
+        elif name == "/report":
+            self.report()
         elif name == "/help":
             for usage, text in SLASH_COMMANDS.items():
                 self.console.print(f"  [bold]{escape(usage)}[/]  {text}")
@@ -172,13 +171,27 @@ class ChatSession:
         """Continue in a copy: the stored conversation is forked (or, before the first turn, a new
         id is simply taken)."""
         old = self.conversation_id
-        if self.exists:
-            self.conversation_id = await self.store.fork(self.owner, old)
+        try:
+            self.conversation_id = await self.store.fork(self.owner, old, at_version=self.version)
+        except NotFound:  # nothing stored yet: a new id is the copy
+            self.conversation_id = new_id()
+        else:
             loaded = await self.store.load(self.owner, self.conversation_id)
             self.messages, self.version = list(loaded.messages), loaded.version
-        else:
-            self.conversation_id = new_id()
         self.console.print(f"forked {old} → [bold]{self.conversation_id}[/]")
+
+    def report(self) -> None:
+        """``/report``: what the model's last request dropped or approximated."""
+        report: ConversionReport | None = getattr(self.model, "last_request_report", None)
+        if report is None:
+            self.console.print("[dim](no request made yet, or this model keeps no report)[/]")
+            return
+        if not report.losses:
+            self.console.print("the last request carried everything (no losses)")
+            return
+        for loss in report.losses:
+            where = f"message {loss.message}" + ("" if loss.part is None else f" part {loss.part}")
+            self.console.print(f"  {loss.kind} {escape(where)} {escape(loss.what)}: {escape(loss.reason)}")
 
     def export(self, arg: str) -> None:
         """``/export FILE [FORMAT]``."""
@@ -210,12 +223,6 @@ def _lenient(processor: TrimHistory | BudgetHistory) -> Callable[[Sequence[Messa
             return []
 
     return process
-
-
-def _model_stamp(model: Model) -> tuple[str, str]:
-    """(provider, model) as drivers stamp them: ``local:SmolLM2…`` → (``local``, ``SmolLM2…``)."""
-    provider = model.profile.provider
-    return provider, model.name.removeprefix(provider + ":")
 
 
 def _read_line(console: Console, prompt: str) -> str | None:
@@ -263,7 +270,6 @@ async def _open_session(
     store = await stack.enter_async_context(open_store(db))
     messages: list[Message] = []
     version = 0
-    exists = False
     if resume or cid:
         conversation_id = await resolve_conversation(store, owner, cid)
         state = "continued"
@@ -272,7 +278,7 @@ async def _open_session(
             conversation_id = await store.fork(owner, source)
             state = f"forked from {source}"
         loaded = await store.load(owner, conversation_id)
-        messages, version, exists = list(loaded.messages), loaded.version, True
+        messages, version = list(loaded.messages), loaded.version
         state += f", {version} messages"
     else:
         conversation_id = new_id()
@@ -285,7 +291,6 @@ async def _open_session(
         conversation_id=conversation_id,
         messages=messages,
         version=version,
-        exists=exists,
         console=console,
         db_label=str(db) if db is not None else str(default_db_path()),
     )
@@ -305,8 +310,10 @@ def _chat(
     max_messages: int | None,
     budget: int | None,
     tools: bool,
+    verbose: bool,
 ) -> int:
     console = out_console()
+    configure_logging(verbose)
     if resume and cid:
         fail("give either -c/--continue or --cid, not both")
     if fork and not (resume or cid):
@@ -322,6 +329,7 @@ def _chat(
         instructions=instructions,
         tools=DEMO_TOOLS if tools else (),
         history_processor=_lenient(processor) if processor is not None else None,
+        accept_truncated=True,  # a reply cut at its length limit is shown and stored, with a note
     )
     with asyncio.Runner() as runner:
         stack = contextlib.AsyncExitStack()
@@ -410,6 +418,12 @@ def chat(
     tools: Annotated[
         bool, typer.Option("--tools", help="Give the model the demo tools: current_time and calculator.")
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Show tether's log on stderr (e.g. what a request could not carry)."
+        ),
+    ] = False,
 ) -> None:
     """Chat with a model; every turn is stored and a conversation survives restarts."""
     code = _chat(
@@ -424,6 +438,7 @@ def chat(
         max_messages=max_messages,
         budget=budget,
         tools=tools,
+        verbose=verbose,
     )
     if code:
         raise typer.Exit(code)

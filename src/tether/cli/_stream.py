@@ -1,12 +1,12 @@
-"""One streamed chat turn: print the agent's events as they come, and on Ctrl-C (the task is
-cancelled) work out the partial turn that must be stored."""
+"""One streamed chat turn: print the agent's events as they come. The run stores itself (its
+recorder); Ctrl-C cancels the task awaiting the turn, which stops the run exactly like a web
+client that goes away: the run records its partial turn and ends with ``RunCanceled``."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+import time
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
@@ -16,37 +16,57 @@ from tether.agent import (
     Agent,
     MessageCompleted,
     ReasoningEvent,
+    RunRecorder,
     TextEvent,
+    ToolCallDeltaEvent,
     ToolCallFinished,
     ToolCallStarted,
 )
 from tether.cli._render import preview
 from tether.errors import RunCanceled, RunError
-from tether.messages import Message, ToolCall, ToolResult, assistant, new_id, user
+from tether.messages import ToolCall, ToolResult, new_id
 
 __all__ = ["StreamPrinter", "TurnOutcome", "run_turn"]
-
-CANCELED = "canceled"
-"""``stop_reason`` of the assistant message that keeps the text streamed before Ctrl-C."""
 
 
 class StreamPrinter:
     """Prints a streamed reply: text as it arrives, tool calls and results on their own lines,
-    reasoning collapsed to one line per step, a spinner while waiting for the model or a tool."""
+    reasoning collapsed to one line per step, and a spinner with the elapsed time and the tokens
+    received so far while waiting for the model or a tool."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self._status: Status | None = None
+        self._label = ""
+        self._since = time.monotonic()
+        self._tokens = 0
         self._mid_line = False
         self._reasoning_steps: set[int] = set()
         self._started: set[str | None] = set()
 
+    def _spinner_text(self) -> str:
+        seconds = time.monotonic() - self._since
+        tokens = f" · {self._tokens} tokens" if self._tokens else ""
+        return f"{self._label} {seconds:.0f}s{tokens}"
+
     def wait(self, text: str = "thinking…") -> None:
         """Show a spinner until the next output."""
         self._stop()
+        self._label = text
+        self._since = time.monotonic()
         if self.console.is_terminal:
-            self._status = self.console.status(text, spinner="dots")
+            self._status = self.console.status(self._spinner_text(), spinner="dots")
             self._status.start()
+
+    def tick(self) -> None:
+        """Refresh the spinner (called about once a second while nothing else prints)."""
+        if self._status is not None:
+            self._status.update(self._spinner_text())
+
+    def token(self) -> None:
+        """A piece of a streamed tool call or of reasoning arrived: counted on the spinner."""
+        self._tokens += 1
+        self.tick()
 
     def _stop(self) -> None:
         if self._status is not None:
@@ -61,6 +81,7 @@ class StreamPrinter:
 
     def text(self, text: str) -> None:
         self._stop()
+        self._tokens += 1
         if not self._mid_line:
             self.console.print("[bold green]assistant>[/] ", end="")
         self.console.file.write(text)
@@ -69,6 +90,7 @@ class StreamPrinter:
             self._mid_line = not text.endswith("\n")
 
     def reasoning(self, step: int) -> None:
+        self.token()
         if step in self._reasoning_steps:
             return
         self._reasoning_steps.add(step)
@@ -93,6 +115,10 @@ class StreamPrinter:
         self.console.print(f"[{style}]← {escape(name)}[/] {escape(preview(text, 100))}")
         self.wait()
 
+    def message(self) -> None:
+        """A message was completed: the next text starts a new line."""
+        self._newline()
+
     def done(self) -> None:
         self._stop()
         self._newline()
@@ -100,101 +126,68 @@ class StreamPrinter:
 
 @dataclass(slots=True)
 class TurnOutcome:
-    """What one turn produced: the messages to store, its run id, and how it ended."""
+    """How one turn ended: its run id, the reply, and whether it was canceled, cut at the token
+    limit, or failed. Where it was stored is the recorder's to say."""
 
     run_id: str
-    new_messages: list[Message] = field(default_factory=lambda: [])
-    canceled: bool = False
-    error: str | None = None
     output: str | None = None
+    canceled: bool = False
+    truncated: bool = False
+    error: str | None = None
 
 
-def _partial_turn(
-    prompt: str,
-    run_id: str,
-    conversation_id: str,
-    completed: Sequence[Message],
-    partial: Sequence[Message] | None,
-    streamed: str,
-    model: tuple[str | None, str | None],
-) -> list[Message]:
-    """The evidence of a canceled or failed turn: the run's completed messages (the prompt first),
-    then the text streamed since the last completed message as a ``canceled`` assistant message."""
-    messages = list(partial) if partial else list(completed)
-    if not messages or messages[0].role != "user":
-        messages.insert(0, user(prompt, run_id=run_id, conversation_id=conversation_id))
-    if streamed:
-        messages.append(
-            assistant(
-                streamed,
-                run_id=run_id,
-                conversation_id=conversation_id,
-                provider=model[0],
-                model=model[1],
-                stop_reason=CANCELED,
-            )
-        )
-    return messages
+async def _ticker(printer: StreamPrinter) -> None:
+    while True:
+        await asyncio.sleep(1)
+        printer.tick()
 
 
 async def run_turn(
-    agent: Agent[Any, Any],
+    agent: Agent[None, str],
     prompt: str,
     *,
-    history: Sequence[Message],
-    conversation_id: str,
+    recorder: RunRecorder,
     printer: StreamPrinter,
-    model: tuple[str | None, str | None] = (None, None),
     waiting: str = "thinking…",
 ) -> TurnOutcome:
-    """Stream one run. Cancelling the task that awaits this (Ctrl-C) ends the run cleanly: the
-    outcome then carries the partial turn instead of raising."""
+    """Stream one stored run. Cancelling the task that awaits this (Ctrl-C) stops the run: the
+    outcome then says so instead of raising; the partial turn is already stored."""
     run_id = new_id()
-    completed: list[Message] = []
-    streamed: list[str] = []
     printer.wait(waiting)
+    ticker = asyncio.ensure_future(_ticker(printer))
     try:
-        async with agent.run_stream(
-            prompt, history=history, conversation_id=conversation_id, run_id=run_id
-        ) as stream:
+        async with agent.run_stream(prompt, recorder=recorder, run_id=run_id) as stream:
             async for event in stream:
                 if isinstance(event, TextEvent):
-                    streamed.append(event.text)
                     printer.text(event.text)
-                elif isinstance(event, ReasoningEvent):
-                    printer.reasoning(event.step)
+                elif isinstance(event, ToolCallDeltaEvent | ReasoningEvent):
+                    if isinstance(event, ReasoningEvent):
+                        printer.reasoning(event.step)
+                    else:
+                        printer.token()
                 elif isinstance(event, ToolCallStarted):
                     printer.tool_started(event.call)
                 elif isinstance(event, ToolCallFinished):
                     printer.tool_finished(event.call, event.result)
                 elif isinstance(event, MessageCompleted):
-                    completed.append(event.message)
-                    streamed.clear()
-                else:  # RunCompleted: the last event
+                    printer.message()
+                else:
                     result = event.result
                     printer.done()
-                    return TurnOutcome(
-                        run_id=result.run_id,
-                        new_messages=list(result.new_messages),
-                        output=str(result.output),
-                    )
-    except (asyncio.CancelledError, RunCanceled) as exc:
+                    return TurnOutcome(run_id, result.output, truncated=result.stop_reason == "length")
+    except asyncio.CancelledError:  # Ctrl-C: the stream stopped the run, which stored its partial
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()
         printer.done()
-        partial = exc.partial.new_messages if isinstance(exc, RunError) and exc.partial else None
-        messages = _partial_turn(
-            prompt, run_id, conversation_id, completed, partial, "".join(streamed), model
-        )
-        return TurnOutcome(run_id=run_id, new_messages=messages, canceled=True)
+        return TurnOutcome(run_id, canceled=True)
+    except RunCanceled:
+        printer.done()
+        return TurnOutcome(run_id, canceled=True)
     except RunError as exc:
         printer.done()
-        partial = exc.partial.new_messages if exc.partial else None
-        messages: list[Message] = []
-        if partial or completed:  # something completed: keep that evidence, resumable
-            messages = _partial_turn(prompt, run_id, conversation_id, completed, partial, "", model)
-        return TurnOutcome(run_id=run_id, new_messages=messages, error=f"{type(exc).__name__}: {exc}")
-    printer.done()
-    messages = _partial_turn(prompt, run_id, conversation_id, completed, None, "", model)
-    return TurnOutcome(run_id=run_id, new_messages=messages, error="the run ended without a result")
+        return TurnOutcome(run_id, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        ticker.cancel()
+    printer.done()  # pragma: no cover - a stream always ends with RunCompleted or raises
+    return TurnOutcome(run_id, error="the run ended without a result")

@@ -16,6 +16,7 @@ from tether.history._normalize import (
 )
 from tether.history._prune import PruneReport, prune_history
 from tether.history._sanitize import (
+    MediaKind,
     SanitizeLimits,
     SanitizeReport,
     UnsafePart,
@@ -46,6 +47,7 @@ __all__ = [
     "CallRef",
     "DropReason",
     "HistoryRepair",
+    "MediaKind",
     "Problem",
     "ProblemKind",
     "PruneReport",

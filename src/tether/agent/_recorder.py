@@ -1,0 +1,230 @@
+"""Persistence of a run: the ``RunRecorder`` protocol, the ``StoreRecorder`` that implements it
+over a ``Store``, and ``settle``, which keeps a write from being torn by cancellation.
+
+A run talks to its recorder in plain values: it opens the conversation (history in), hands over
+new messages in order (each exactly once), says which side-effecting call starts and finishes,
+and, when it fails, hands over what is left with the failure's ``Partial``. The run decides
+*when* to write (a checkpoint before a side effect, the end of the run, the failure); the
+recorder decides *how* (versions, conflicts, forks, what to keep of an unfinished turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
+
+from msgspec.structs import replace
+
+from tether.errors import ConflictError, NotFound, Partial, StoreError, UserError
+from tether.messages import Message, ToolCall, new_id
+
+from ._ledger import ledger_closures, tail_closure
+
+if TYPE_CHECKING:
+    from tether.stores import Store
+
+__all__ = ["OnConflict", "RunRecorder", "StoreRecorder", "settle"]
+
+T = TypeVar("T")
+OnConflict = Literal["fail", "fork"]
+DEFAULT_WRITE_TIMEOUT = 30.0
+
+
+async def settle(work: Awaitable[T], timeout: float) -> T:
+    """Await ``work`` to its end even when the caller is cancelled meanwhile, then deliver the
+    cancellation: a write is never left half-known. Bounded: after ``timeout`` seconds the write
+    is abandoned (cancelled) and ``StoreError`` is raised (or the pending cancellation)."""
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    cancelled = False
+    while not task.done():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            task.cancel()
+            if cancelled:
+                raise asyncio.CancelledError
+            raise StoreError(f"the store did not finish the write within {timeout:g} s")
+        try:
+            await asyncio.wait((task,), timeout=remaining)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation below is what the caller sees
+        raise asyncio.CancelledError
+    return task.result()
+
+
+@runtime_checkable
+class RunRecorder(Protocol):
+    """Where a run's conversation comes from and where what it adds goes. Every method is async;
+    the run awaits each write to its end (``settle``) within ``write_timeout`` seconds."""
+
+    @property
+    def write_timeout(self) -> float: ...
+
+    async def open(self, *, repair: bool) -> tuple[str, list[Message]]:
+        """The conversation id and its history (``repair``: the run will repair the history, so
+        calls a crash left open may be closed now)."""
+        ...
+
+    async def record(self, messages: Sequence[Message]) -> str:
+        """Durably append ``messages`` (new, in order, each once); return the conversation id they
+        are stored under (another one when the recorder forked on a conflict)."""
+        ...
+
+    async def tool_started(self, run_id: str, call: ToolCall) -> bool:
+        """A side-effecting call is about to run; False when this run started it before and its
+        result was never stored (it may have run: do not run it again)."""
+        ...
+
+    async def tool_finished(self, run_id: str, call: ToolCall, *, failed: bool) -> None:
+        """The side-effecting call returned."""
+        ...
+
+    async def failed(self, messages: Sequence[Message], partial: Partial | None) -> str:
+        """The run failed or was stopped: store ``messages`` (its new messages not yet recorded)
+        and whatever of ``partial`` the recorder's policy keeps; return the conversation id."""
+        ...
+
+
+class StoreRecorder:
+    """A run's conversation in a ``Store``, for one owner.
+
+    - ``conversation_id=None`` starts a new conversation (a new UUIDv7); a given id that does not
+      exist yet is created (the caller chose the id). Either is created with the first write, so
+      a run that fails before anything is recorded leaves nothing behind.
+    - ``on_conflict``: another writer appended after this run loaded the conversation. ``"fail"``
+      (the default) raises ``ConflictError`` (the run fails with stage ``"store"``); ``"fork"``
+      copies the conversation as this run saw it into a new one, stores the run there, and the
+      run continues under the new id (``result.conversation_id``), so two answers to one history
+      never interleave.
+    - ``at_version``: the version the caller's view of the conversation ends at (what its user
+      saw). The run continues from there; if another writer appended since, that is a conflict,
+      settled by ``on_conflict`` (a chat window does this, so its turn never lands after a turn
+      its user did not see).
+    - ``keep_unfinished``: a stopped run's partly streamed model turn (``Partial.unfinished``, stop
+      reason ``"canceled"``) is stored too (the default: the user saw it).
+    - ``write_timeout``: seconds a write may take before the run gives up on it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        conversation_id: str | None = None,
+        *,
+        on_conflict: OnConflict = "fail",
+        at_version: int | None = None,
+        keep_unfinished: bool = True,
+        write_timeout: float = DEFAULT_WRITE_TIMEOUT,
+    ) -> None:
+        if not isinstance(owner, str) or not owner:  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UserError("a run with a store needs owner= (the authenticated caller or tenant)")
+        if conversation_id is not None and (not isinstance(conversation_id, str) or not conversation_id):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UserError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
+        if on_conflict not in ("fail", "fork"):
+            raise UserError(f"on_conflict must be 'fail' or 'fork', not {on_conflict!r}")
+        if at_version is not None and (type(at_version) is not int or at_version < 0):
+            raise UserError(f"at_version must be an int >= 0, not {at_version!r}")
+        if not write_timeout > 0:
+            raise UserError(f"write_timeout must be a positive number of seconds, not {write_timeout!r}")
+        self.store = store
+        self.owner = owner
+        self.conversation_id = conversation_id
+        self.on_conflict: OnConflict = on_conflict
+        self.keep_unfinished = keep_unfinished
+        self.at_version = at_version
+        self._write_timeout = float(write_timeout)
+        self.version = 0
+        """The conversation's version after this recorder's last write (its load, before any)."""
+        self._exists = False
+
+    @property
+    def write_timeout(self) -> float:
+        return self._write_timeout
+
+    def _cid(self) -> str:
+        if self.conversation_id is None:
+            raise UserError("the recorder was not opened")
+        return self.conversation_id
+
+    async def open(self, *, repair: bool) -> tuple[str, list[Message]]:
+        """The stored history, with unfinished side effects closed.
+
+        When the log ends with a turn whose calls are not all answered (a crash mid-batch), one
+        closing tool message is appended to the store (``tail_closure``), so the stored log
+        passes ``check_history`` and the run needs no repair. ``repair=False`` (a run resuming
+        ``deferred=`` decisions) keeps a bare pending turn open unless a call of it was started.
+        Closures of older turns are inserted in the returned history only."""
+        store, owner = self.store, self.owner
+        if self.conversation_id is None:
+            self.conversation_id = new_id()
+            return self.conversation_id, []
+        cid = self.conversation_id
+        try:
+            loaded = await store.load(owner, cid)
+        except NotFound:
+            return cid, []
+        self._exists = True
+        self.version = loaded.version
+        history = list(loaded.messages)
+        pinned = self.at_version
+        if pinned is not None and pinned < loaded.version:
+            # others appended after what the caller saw: run on its view; the first write conflicts
+            self.version = pinned
+            return cid, history[:pinned]
+        effects = await store.pending_tool_effects(owner, cid)
+        closing, effects = tail_closure(history, effects, repair=repair)
+        if effects:
+            for at, m in sorted(ledger_closures(history, effects), key=lambda x: -x[0]):
+                history.insert(at, m)
+        if closing is not None:
+            await settle(self._append([closing]), self._write_timeout)
+            history.append(closing)
+        return cid, history
+
+    async def _append(self, messages: Sequence[Message]) -> None:
+        if not self._exists:
+            await self.store.create(self.owner, self._cid(), exist_ok=True)
+            self._exists = True
+        self.version = await self.store.append(
+            self.owner, self._cid(), messages, expected_version=self.version
+        )
+
+    async def record(self, messages: Sequence[Message]) -> str:
+        if not messages:
+            return self._cid()
+        try:
+            await self._append(messages)
+        except ConflictError:
+            if self.on_conflict != "fork":
+                raise
+            await self._fork_and_append(messages)
+        return self._cid()
+
+    async def _fork_and_append(self, messages: Sequence[Message]) -> None:
+        """Another writer appended after this run's last write: continue in a copy of the
+        conversation as this run knew it (``version``), with the run's messages re-stamped."""
+        old, base = self._cid(), self.version
+        fork_id = await self.store.fork(self.owner, old, at_version=base)
+        moved = [replace(m, conversation_id=fork_id) if m.conversation_id == old else m for m in messages]
+        self.conversation_id = fork_id
+        self._exists = True
+        await self._append(moved)
+
+    async def tool_started(self, run_id: str, call: ToolCall) -> bool:
+        return await self.store.record_tool_started(
+            self.owner, self._cid(), run_id, call.id or "", call.name, call.arguments
+        )
+
+    async def tool_finished(self, run_id: str, call: ToolCall, *, failed: bool) -> None:
+        await self.store.record_tool_finished(self.owner, self._cid(), run_id, call.id or "", failed=failed)
+
+    async def failed(self, messages: Sequence[Message], partial: Partial | None) -> str:
+        batch = list(messages)
+        if self.keep_unfinished and partial is not None and partial.unfinished is not None:
+            batch.append(partial.unfinished)
+        return await self.record(batch)
