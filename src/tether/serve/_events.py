@@ -13,6 +13,7 @@ from tether.agent import (
     MessageCompleted,
     ReasoningEvent,
     TextEvent,
+    ToolCallDeltaEvent,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -59,6 +60,17 @@ class ReasoningDeltaEvent(_Base, frozen=True, tag="reasoning.delta"):
     step: int
     index: int
     text: str
+
+
+class ToolDeltaEvent(_Base, frozen=True, tag="tool.delta"):
+    """A tool call being streamed by the model: the first delta of a call has its ``id`` and
+    ``name``, later ones more ``arguments`` text (``index``: the call's part index)."""
+
+    step: int
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
 
 
 class ToolStartedEvent(_Base, frozen=True, tag="tool.started"):
@@ -139,6 +151,7 @@ EventOut = (
     RunStartedEvent
     | TextDeltaEvent
     | ReasoningDeltaEvent
+    | ToolDeltaEvent
     | ToolStartedEvent
     | ToolFinishedEvent
     | MessageCompletedEvent
@@ -182,6 +195,11 @@ def encode_agent_event(event: Event) -> bytes | None:
     if kind is ReasoningEvent:
         assert isinstance(event, ReasoningEvent)
         return _encoder.encode(ReasoningDeltaEvent(r, c, event.step, event.index, event.text))
+    if kind is ToolCallDeltaEvent:
+        assert isinstance(event, ToolCallDeltaEvent)
+        return _encoder.encode(
+            ToolDeltaEvent(r, c, event.step, event.index, event.id, event.name, event.arguments)
+        )
     if kind is MessageCompleted:
         assert isinstance(event, MessageCompleted)
         return _encoder.encode(MessageCompletedEvent(r, c, event.message))

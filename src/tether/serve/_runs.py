@@ -26,8 +26,17 @@ from typing import Any
 
 import msgspec
 
-from tether.agent import Agent, Approve, DeferredResults, Deny, ExternalResult, RunCompleted
-from tether.agent._store import StoreBinding
+from tether.agent import (
+    Agent,
+    Approve,
+    Deferred,
+    DeferredResults,
+    Deny,
+    ExternalResult,
+    RunCompleted,
+    RunStream,
+    StoreRecorder,
+)
 from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
 from tether.messages import ToolCall, new_id
 from tether.stores import Store
@@ -181,6 +190,7 @@ class RunManager:
         self.process_id = new_id()
         self.host = socket.gethostname()
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._streams: dict[str, RunStream[Any]] = {}
         self._reasons: dict[str, str] = {}
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -198,9 +208,9 @@ class RunManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
         tasks = list(self._tasks.items())
-        for run_id, task in tasks:
+        for run_id, _ in tasks:
             self._reasons[run_id] = SHUTDOWN_REASON
-            task.cancel()
+            self._cancel_local(run_id, SHUTDOWN_REASON)
         if tasks:
             await asyncio.wait([t for _, t in tasks], timeout=timeout)
         with contextlib.suppress(TetherError):
@@ -250,16 +260,22 @@ class RunManager:
 
         def done(_: asyncio.Task[None]) -> None:
             self._tasks.pop(run_id, None)
+            self._streams.pop(run_id, None)
             self._reasons.pop(run_id, None)
 
         task.add_done_callback(done)
 
     def _cancel_local(self, run_id: str, reason: str) -> bool:
+        """Stop a run of this process: the run records its partial and ends with RunCanceled."""
         task = self._tasks.get(run_id)
         if task is None or task.done():
             return False
         self._reasons.setdefault(run_id, reason)
-        task.cancel()
+        stream = self._streams.get(run_id)
+        if stream is not None:
+            stream.cancel()
+        else:  # not streaming yet
+            task.cancel()
         return True
 
     async def _drive(self, record: RunRecord, prompt: str | None, deferred: DeferredResults | None) -> None:
@@ -274,9 +290,13 @@ class RunManager:
         status: RunStatus
         pause: StoredPause | None = None
         try:
-            async with self.agent.run_stream(
+            stream = self.agent.run_stream(
                 prompt, store=self.store, owner=owner, conversation_id=cid, run_id=run_id, deferred=deferred
-            ) as stream:
+            )
+            self._streams[run_id] = stream
+            if run_id in self._reasons:  # stopped before it began streaming
+                stream.cancel()
+            async with stream:
                 result = None
                 async for event in stream:
                     if isinstance(event, RunCompleted):
@@ -302,7 +322,7 @@ class RunManager:
                 )
                 status = "completed"
         except (asyncio.CancelledError, RunCanceled) as exc:
-            if me is not None:
+            if me is not None and isinstance(exc, asyncio.CancelledError):
                 me.uncancel()
             reason = self._reasons.get(run_id)
             if reason is None and isinstance(exc, RunCanceled):  # a tool canceled the run
@@ -334,10 +354,10 @@ class RunManager:
         except Exception:
             log.exception("run %s: final events not appended", run_id)
 
-    def _pause(self, deferred: Any) -> StoredPause:
-        pause_id: str = getattr(deferred, "pause_id", None) or new_id()
-        expires: float | None = getattr(deferred, "expires_at", None)
-        if expires is None:
+    def _pause(self, deferred: Deferred) -> StoredPause:
+        pause_id = deferred.pause_id or new_id()
+        expires = deferred.expires_at
+        if expires is None:  # an agent without an approval secret: the service's own bound
             expires = time.time() + self.approval_ttl
         calls = [StoredCall(c.call, c.kind, c.token) for c in deferred.calls]
         return StoredPause(pause_id, float(expires), calls)
@@ -422,7 +442,7 @@ class RunManager:
 
     async def _close_orphan(self, run: RunRecord) -> bool:
         try:  # close the stored conversation first, while the run still holds it
-            await StoreBinding(self.store, run.owner, run.conversation_id).load(repair=True)
+            await StoreRecorder(self.store, run.owner, run.conversation_id).open(repair=True)
         except (ConflictError, NotFound):
             pass
         except StoreError:
