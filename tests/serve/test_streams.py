@@ -139,3 +139,23 @@ def test_cancel_on_another_process_stops_the_run(db: Database, servers: Callable
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "canceled"
     assert events[-1].data["type"] == "run.canceled"
+
+
+def test_cancel_mid_answer_stores_the_text_streamed_so_far(
+    db: Database, servers: Callable[..., Server]
+) -> None:
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        cid = new_conversation(client)
+        run_id = start_run(client, cid, PROMPT)
+        read_events(client, run_id, stop_after=8)
+        assert client.post(f"/v1/runs/{run_id}/cancel").json()["status"] == "canceled"
+        events = read_events(client, run_id)
+        stored = client.get(f"/v1/conversations/{cid}").json()["messages"]
+    streamed = "".join(e.data["text"] for e in events if e.data["type"] == "text.delta")
+    assert 0 < len(streamed.split()) < WORDS
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[0]["parts"][0]["text"] == PROMPT
+    assert stored[1]["stopReason"] == "canceled"
+    assert stored[1]["parts"][0]["text"] == streamed
