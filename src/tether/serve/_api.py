@@ -18,8 +18,8 @@ from starlette.responses import Response
 from ._errors import ApiError
 
 if TYPE_CHECKING:
-    from ._app import ServeState
     from ._runs import Caller
+    from ._state import ServeState
 
 __all__ = ["Api", "Call", "Operation", "Query", "json_response", "query_int", "read_json"]
 

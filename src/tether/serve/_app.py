@@ -7,7 +7,6 @@ import importlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -35,6 +34,7 @@ from ._loading import load_model, load_tools
 from ._openapi import openapi_document
 from ._runs import Caller, RunManager
 from ._schemas import Me
+from ._state import ServeState
 
 __all__ = ["API", "SECURITY_HEADERS", "ServeState", "create_app"]
 
@@ -71,17 +71,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 @API.route("GET", "/v1/me", summary="Who the token belongs to", response=Me, errors=(401,), tags=("service",))
 async def me(call: Call[None]) -> Response:
     return json_response(Me(call.caller.owner, call.state.auth.users is not None))
-
-
-@dataclass
-class ServeState:
-    """What handlers reach through ``Call.state`` (filled by the lifespan)."""
-
-    config: ServeConfig
-    store: Store = field(init=False)
-    events: EventLog = field(init=False)
-    auth: Authenticator = field(init=False)
-    manager: RunManager = field(init=False)
 
 
 class SecurityHeaders:
