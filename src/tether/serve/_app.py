@@ -146,6 +146,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
                 instructions=config.instructions,
                 tools=load_tools(config.tools),
                 approval_secret=secret,
+                approval_ttl=config.approval_ttl,
             )
             state.store, state.events = store, events
             state.auth = Authenticator(users if config.auth else None)
