@@ -141,7 +141,7 @@ def start_server(
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "tether.cli", "serve", *args, "--port", str(port)]
-    cmd += ["--model", "py:bench.serve:model", "--tools", "py:bench.serve:tools"]
+    cmd += ["--model", "py:bench.serve:model", "--tools", "py:bench.serve:tools", "--max-active-runs", "0"]
     proc = subprocess.Popen(cmd, env=env(extra_env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

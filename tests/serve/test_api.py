@@ -223,3 +223,17 @@ def test_no_auth_is_refused_on_a_non_loopback_bind(tmp_path: Path) -> None:
     proc = tether("serve", "--db", str(tmp_path / "x.db"), "--no-auth", "--host", "0.0.0.0", check=False)
     assert proc.returncode == 2
     assert "loopback" in proc.stderr
+
+
+def test_other_sites_cannot_post_to_the_api(client: httpx.Client) -> None:
+    cid = new_conversation(client)
+    form = client.post(
+        f"/v1/conversations/{cid}/runs", content=b'{"prompt": "x"}', headers={"content-type": "text/plain"}
+    )
+    assert form.status_code == 415
+    assert form.json()["error"]["type"] == "unsupported_media_type"
+    foreign = client.post(f"/v1/runs/{cid}/cancel", headers={"Origin": "https://evil.example"})
+    assert foreign.status_code == 403
+    assert "cross-origin" in foreign.json()["error"]["message"]
+    same = client.post("/v1/conversations", headers={"Origin": str(client.base_url).rstrip("/")})
+    assert same.status_code == 201

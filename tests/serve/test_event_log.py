@@ -66,8 +66,11 @@ async def test_one_active_run_per_conversation_and_owner(open_log: Open) -> None
     await log.start_run(
         "bob", "c1", "r3", "p1", ev(1)
     )  # the same id under another owner is another conversation
+    assert await log.active_count("alice") == 1
     await log.append("r1", "p1", [ev(2)], status="completed")
+    assert await log.active_count("alice") == 0
     await log.start_run("alice", "c1", "r4", "p1", ev(1))  # free again
+    assert await log.active_count("bob") == 1
 
 
 async def test_events_are_numbered_and_read_after_a_sequence(open_log: Open) -> None:

@@ -105,3 +105,29 @@ def test_no_auth_on_loopback_says_so_and_acts_as_local(
         assert client.post("/v1/conversations").status_code == 201
     assert "--no-auth" in server.log()
     assert "WARNING" in server.log()
+
+
+def test_no_auth_refuses_a_non_loopback_host_header(tmp_path: Path, servers: Callable[..., Server]) -> None:
+    db = Database("sqlite", path=tmp_path / "serve.db")
+    server = servers(db, model="py:tests.serve.scripted:fast_words", extra=["--no-auth"])
+    with server.client(None) as client:
+        rebound = client.get("/v1/conversations", headers={"Host": f"attacker.example:{server.port}"})
+        assert rebound.status_code == 403
+        assert (
+            client.get("/v1/conversations", headers={"Host": f"localhost:{server.port}"}).status_code == 200
+        )
+
+
+def test_a_user_over_max_active_runs_gets_429(db: Database, servers: Callable[..., Server]) -> None:
+    token = add_user(db, "alice")
+    server = servers(db, extra=["--max-active-runs", "2"])
+    with server.client(token) as client:
+        first = [start_run(client, new_conversation(client), "go") for _ in range(2)]
+        r = client.post(f"/v1/conversations/{new_conversation(client)}/runs", json={"prompt": "go"})
+        for run_id in first:
+            client.post(f"/v1/runs/{run_id}/cancel")
+        again = client.post(f"/v1/conversations/{new_conversation(client)}/runs", json={"prompt": "go"})
+    assert r.status_code == 429
+    assert r.json()["error"]["type"] == "too_many_requests"
+    assert "max_active_runs" in r.json()["error"]["message"]
+    assert again.status_code == 202

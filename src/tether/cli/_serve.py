@@ -98,6 +98,12 @@ def serve(
         bool,
         typer.Option("--no-auth", help="No tokens: every request is owner 'local' (loopback binds only)."),
     ] = False,
+    max_active_runs: Annotated[
+        int,
+        typer.Option(
+            "--max-active-runs", help="Running or paused runs one user may have at once (0: no limit).", min=0
+        ),
+    ] = 16,
     notify: Annotated[
         str,
         typer.Option("--notify", help="PostgreSQL live events: listen (LISTEN/NOTIFY) or poll.", hidden=True),
@@ -127,6 +133,7 @@ def serve(
             port=port,
             auth=not no_auth,
             notify=notify,
+            max_active_runs=max_active_runs,
         )
         loaded = load_model(model) if workers == 1 else None
         if workers > 1:

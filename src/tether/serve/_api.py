@@ -153,6 +153,12 @@ async def read_json(request: Request, kind: Any, limit: int, *, required: bool =
         if required:
             raise ApiError(400, "the request needs a JSON body at $")
         data = b"{}"
+    else:
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            raise ApiError(
+                415, f"the body must be sent as Content-Type: application/json, not {media[:80]!r}"
+            )
     try:
         return msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:

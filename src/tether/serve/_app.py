@@ -30,6 +30,7 @@ from ._api import Api, Call, json_response, read_json
 from ._auth import Authenticator
 from ._config import ServeConfig
 from ._errors import handle_exception, handle_http
+from ._guard import check_browser_boundary
 from ._loading import load_model, load_tools
 from ._openapi import openapi_document
 from ._runs import Caller, RunManager
@@ -100,6 +101,7 @@ class SecurityHeaders:
 def _endpoint(op: Any, state: ServeState) -> Callable[[Request], Awaitable[Response]]:
     async def handle(request: Request) -> Response:
         try:
+            check_browser_boundary(request, auth=state.config.auth)
             caller = await state.auth.caller(request) if op.auth else Caller("")
             body = None
             if op.body is not None:
@@ -157,6 +159,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
                 approval_ttl=config.approval_ttl,
                 heartbeat_interval=config.heartbeat_interval,
                 stale_after=config.stale_after,
+                max_active_runs=config.max_active_runs,
             )
             await state.manager.open()
             try:

@@ -23,7 +23,7 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     conversations, the run events and the users. ``model`` and ``tools`` are specs as
     ``tether serve --model/--tools`` take them. ``auth=False`` is allowed on loopback binds only.
     The ``max_*`` limits bound untrusted history (``SanitizeLimits``); ``max_body_bytes`` bounds
-    every request body.
+    every request body; ``max_active_runs`` bounds a user's running or paused runs (429 past it).
     """
 
     db: str | None = None
@@ -45,6 +45,7 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stale_after: float = 15.0
     poll_interval: float = 0.05
     approval_ttl: float = 24 * 3600.0
+    max_active_runs: int = 16
     notify: str = "listen"
 
     def __post_init__(self) -> None:

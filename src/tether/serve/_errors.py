@@ -39,6 +39,7 @@ _HTTP_TYPES = {
     413: "too_large",
     415: "unsupported_media_type",
     422: "invalid",
+    429: "too_many_requests",
     500: "internal",
     503: "unavailable",
 }

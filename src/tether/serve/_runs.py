@@ -180,6 +180,7 @@ class RunManager:
         approval_ttl: float = 24 * 3600.0,
         heartbeat_interval: float = 1.0,
         stale_after: float = 15.0,
+        max_active_runs: int = 0,
     ) -> None:
         self.store = store
         self.events = events
@@ -187,6 +188,8 @@ class RunManager:
         self.approval_ttl = approval_ttl
         self.heartbeat_interval = heartbeat_interval
         self.stale_after = stale_after
+        self.max_active_runs = max_active_runs
+        """Active (running or paused) runs a user may have at once, on every process (0: no limit)."""
         self.process_id = new_id()
         self.host = socket.gethostname()
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -245,6 +248,12 @@ class RunManager:
         """Start a run on a conversation of ``caller``; returns at once. ``NotFound`` for a
         conversation that is absent or another owner's; ``ConflictError`` when it has an active run."""
         await self.store.info(caller.owner, conversation_id)
+        if self.max_active_runs and await self.events.active_count(caller.owner) >= self.max_active_runs:
+            raise ApiError(
+                429,
+                f"you have {self.max_active_runs} active runs (the limit, max_active_runs): wait for one to "
+                "end, or cancel one",
+            )
         run_id = new_id()
         first = encode_event(RunStartedEvent(run_id, conversation_id, prompt))
         record = await self.events.start_run(caller.owner, conversation_id, run_id, self.process_id, first)

@@ -168,6 +168,10 @@ class EventLog(Protocol):
         """Runs of one conversation, newest first."""
         ...
 
+    async def active_count(self, owner: str) -> int:
+        """How many active (running or paused) runs ``owner`` has, on every process."""
+        ...
+
     async def active_runs(self) -> list[RunRecord]:
         """Every ``running`` run of every owner (recovery looks for dead holders)."""
         ...

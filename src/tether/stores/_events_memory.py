@@ -199,6 +199,13 @@ class MemoryEventLog:
         found.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         return found[:limit]
 
+    async def active_count(self, owner: str) -> int:
+        """See ``EventLog.active_count``."""
+        with self._lock:
+            return sum(
+                1 for run in self._runs.values() if run.record.owner == owner and run.record.status in ACTIVE
+            )
+
     async def active_runs(self) -> list[RunRecord]:
         """See ``EventLog.active_runs``."""
         with self._lock:

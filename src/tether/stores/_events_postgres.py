@@ -451,6 +451,13 @@ class PostgresEventLog:
         )
         return [to_record(r) for r in rows]
 
+    async def active_count(self, owner: str) -> int:
+        """See ``EventLog.active_count``."""
+        row = await self._one(
+            f"SELECT COUNT(*) FROM tether_serve_runs WHERE owner = ? AND status IN {ACTIVE_SQL}", (owner,)
+        )
+        return int(row[0]) if row is not None else 0
+
     async def active_runs(self) -> list[RunRecord]:
         """See ``EventLog.active_runs``."""
         rows = await self._all(

@@ -334,6 +334,17 @@ class SQLiteEventLog:
 
         return await self._run(self._read, read)
 
+    async def active_count(self, owner: str) -> int:
+        """See ``EventLog.active_count``."""
+
+        def read(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                f"SELECT COUNT(*) FROM tether_serve_runs WHERE owner = ? AND status IN {ACTIVE_SQL}", (owner,)
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(self._read, read)
+
     async def active_runs(self) -> list[RunRecord]:
         """See ``EventLog.active_runs``."""
 
