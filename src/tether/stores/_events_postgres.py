@@ -62,6 +62,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["CHANNEL", "PostgresEventLog"]
 
+_IN_FLIGHT = 4
+"""Group commits running at once (each on its own pooled connection)."""
+
 # a group commit in one statement; the event appends commit asynchronously (like SQLite's
 # synchronous=NORMAL: safe when a service process dies; a crash of the database server itself may
 # lose the last fraction of a second of events)
@@ -141,8 +144,8 @@ class PostgresEventLog:
         self._owners = OwnerCache()
         self._listener: asyncio.Task[None] | None = None
         self._appends: list[Append] = []
-        self._committing = False
-        self._commit_task: asyncio.Task[None] | None = None
+        self._committing = 0
+        self._commit_tasks: set[asyncio.Task[None]] = set()
         self._listening = False
 
     async def __aenter__(self) -> Self:
@@ -269,15 +272,19 @@ class PostgresEventLog:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
         self._appends.append(Append(run_id, process_id, list(events), status, pause_id, pause, future))
-        if not self._committing:
-            self._committing = True
-            self._commit_task = loop.create_task(self._commit_appends())
+        if self._committing < _IN_FLIGHT:
+            self._committing += 1
+            task = loop.create_task(self._commit_appends())
+            self._commit_tasks.add(task)
+            task.add_done_callback(self._commit_tasks.discard)
         last = await future
         logged = [LoggedEvent(last + 1 + i, data) for i, data in enumerate(events)]
         self._tail.publish(run_id, logged, local=True, final=status not in (None, "running"))
         return last + len(events)
 
     async def _commit_appends(self) -> None:
+        """One of up to ``_IN_FLIGHT`` concurrent committers: each takes whatever is waiting. A
+        run has one append in flight at a time, so two batches never hold the same run."""
         try:
             while self._appends:
                 batch, self._appends = self._appends, []
@@ -288,7 +295,7 @@ class PostgresEventLog:
                     continue
                 settle(batch, outcomes)
         finally:
-            self._committing = False
+            self._committing -= 1
 
     async def _append_batch(self, batch: list[Append]) -> list[int | Exception]:
         """One statement (one round trip, its own transaction) appends the whole batch: lock the
