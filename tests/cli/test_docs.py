@@ -57,6 +57,10 @@ def test_the_expected_commands_exist() -> None:
         "tether history sanitize",
         "tether history trim",
         "tether history convert",
+        "tether serve users add",
+        "tether serve users token",
+        "tether serve users revoke",
+        "tether serve users list",
     }
 
 

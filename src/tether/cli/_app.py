@@ -9,6 +9,7 @@ from tether.cli._common import GuardedGroup
 from tether.cli._demo import demo
 from tether.cli._history import history_app
 from tether.cli._logs import logs_app
+from tether.cli._serve import serve_app
 
 __all__ = ["app"]
 
@@ -26,3 +27,4 @@ app.command("chat")(chat)
 app.command("demo")(demo)
 app.add_typer(logs_app, name="logs")
 app.add_typer(history_app, name="history")
+app.add_typer(serve_app, name="serve")

@@ -18,8 +18,8 @@ import msgspec
 import typer
 
 from tether.agent import Agent
+from tether.agent._demo_tools import calculator, current_time
 from tether.cli._common import json_option, print_json, write_output
-from tether.cli._demo_tools import calculator, current_time
 from tether.cli._render import preview
 from tether.cli._store import DEFAULT_OWNER, open_store
 from tether.messages import Message, ToolCall, assistant, dumps

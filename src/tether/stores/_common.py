@@ -18,6 +18,7 @@ from tether.stores._protocol import ConversationInfo, ExpireHook, OnCorrupt, Sto
 
 __all__ = [
     "CONVERSATION_COLUMNS",
+    "MIGRATION_FAMILIES",
     "PREVIEW_CHARS",
     "BatchFacts",
     "RowCodec",
@@ -45,6 +46,8 @@ __all__ = [
 ]
 
 PREVIEW_CHARS = 200
+MIGRATION_FAMILIES = ("serve_",)
+"""Prefixes of migration names kept in ``tether_migrations`` by other lists than the store's."""
 CONVERSATION_COLUMNS = (
     "pk, id, version, created_at, updated_at, preview_key, preview, last_model, forked_from, forked_at"
 )
@@ -483,11 +486,17 @@ async def reencrypt_batches(codec: RowCodec, one_batch: Callable[[str], Awaitabl
 
 
 def pending_migrations(
-    applied: AbstractSet[str], migrations: Sequence[tuple[str, tuple[str, ...]]]
+    applied: AbstractSet[str], migrations: Sequence[tuple[str, tuple[str, ...]]], *, family: str = ""
 ) -> list[tuple[str, tuple[str, ...]]]:
     """The named migrations not applied yet, in order; ``StoreError`` if the database has one this
-    tether does not know (it was migrated by a newer release)."""
-    unknown = applied - {name for name, _ in migrations}
+    tether does not know (it was migrated by a newer release). ``tether_migrations`` is shared by
+    families of lists: ``family`` is the name prefix of ``migrations`` (``"serve_"``), and the
+    store's own list (``""``) ignores every name of the other ``MIGRATION_FAMILIES``."""
+    if family:
+        mine = {n for n in applied if n.startswith(family)}
+    else:
+        mine = {n for n in applied if not n.startswith(MIGRATION_FAMILIES)}
+    unknown = mine - {name for name, _ in migrations}
     if unknown:
         raise StoreError(f"database schema is newer than this tether (unknown migrations {sorted(unknown)})")
     return [(name, statements) for name, statements in migrations if name not in applied]

@@ -1,0 +1,231 @@
+"""``tether serve``: the HTTP service, and ``tether serve users …`` to manage its API tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+import tether.serve
+from tether.cli._common import err_console, fail, out_console
+from tether.cli._store import DbOpt, default_db_path
+from tether.errors import TetherError
+from tether.serve import CONFIG_ENV, ServeConfig, is_loopback, load_model, open_user_store
+
+__all__ = ["serve_app"]
+
+serve_app = typer.Typer(
+    help="Run the tether HTTP service (pip install 'tether[serve]'); manage its users with "
+    "'tether serve users'.",
+    invoke_without_command=True,
+)
+users_app = typer.Typer(help="Users and API tokens of the service.", no_args_is_help=True)
+serve_app.add_typer(users_app, name="users")
+
+PostgresOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--postgres",
+        envvar="TETHER_POSTGRES",
+        help="PostgreSQL DSN: share one database between several service processes (env TETHER_POSTGRES).",
+        show_default=False,
+    ),
+]
+SchemaOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--postgres-schema", help="PostgreSQL schema for the tables (default: the search path).", hidden=True
+    ),
+]
+
+
+def _database(db: Path | None, postgres: str | None) -> tuple[str | None, str | None]:
+    if db is not None and postgres is not None:
+        fail("give either --db or --postgres, not both")
+    if postgres is not None:
+        return None, postgres
+    path = db if db is not None else default_db_path()
+    if path.is_dir():
+        fail(f"database path {path} is a directory")
+    if db is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.parent.is_dir():
+        fail(f"cannot create database {path}: directory {path.parent} does not exist")
+    return str(path), None
+
+
+@asynccontextmanager
+async def _users(db: Path | None, postgres: str | None, schema: str | None) -> AsyncGenerator[Any]:
+    path, dsn = _database(db, postgres)
+    async with open_user_store(db=path, postgres=dsn, schema=schema) as users:
+        yield users
+
+
+@serve_app.callback()
+def serve(
+    ctx: typer.Context,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="provider:model, 'local' (the default: the bundled model), or py:package.module:factory.",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOpt = None,
+    postgres: PostgresOpt = None,
+    postgres_schema: SchemaOpt = None,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to bind.", min=0, max=65535)] = 8321,
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes.", min=1, max=64)] = 1,
+    instructions: Annotated[
+        str | None,
+        typer.Option("--instructions", help="System instructions of the agent.", show_default=False),
+    ] = None,
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            "--tools", help="'demo' (time and calculator) or py:package.module:name.", show_default=False
+        ),
+    ] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option("--no-auth", help="No tokens: every request is owner 'local' (loopback binds only)."),
+    ] = False,
+    max_active_runs: Annotated[
+        int,
+        typer.Option(
+            "--max-active-runs", help="Running or paused runs one user may have at once (0: no limit).", min=0
+        ),
+    ] = 16,
+    notify: Annotated[
+        str,
+        typer.Option("--notify", help="PostgreSQL live events: listen (LISTEN/NOTIFY) or poll.", hidden=True),
+    ] = "listen",
+) -> None:
+    """Start the service (Ctrl-C stops it; runs still going are closed as interrupted)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        import uvicorn
+
+        create_app = tether.serve.create_app
+    except ImportError as exc:
+        fail(f"tether serve needs its extra: pip install 'tether[serve]' ({exc})", cause=exc)
+    if no_auth and not is_loopback(host):
+        fail(f"--no-auth is allowed only on a loopback bind (127.0.0.1, ::1, localhost), not {host!r}")
+    path, dsn = _database(db, postgres)
+    try:
+        config = ServeConfig(
+            db=path,
+            postgres=dsn,
+            postgres_schema=postgres_schema,
+            model=model,
+            tools=tools,
+            instructions=instructions,
+            host=host,
+            port=port,
+            auth=not no_auth,
+            notify=notify,
+            max_active_runs=max_active_runs,
+        )
+        loaded = load_model(model) if workers == 1 else None
+        if workers > 1:
+            load_model(model)  # fail here, once, rather than in every worker
+    except TetherError as exc:
+        fail(str(exc), cause=exc)
+    console = err_console()
+    where = f"PostgreSQL {dsn.split('@')[-1]}" if dsn else f"SQLite {path}"
+    console.print(
+        f"tether serve: http://{host}:{port} ({where}; model {model or 'local'}; workers {workers})"
+    )
+    if no_auth:
+        console.print(
+            "[bold yellow]WARNING: --no-auth: requests are not authenticated; every one acts as owner "
+            "'local'. Allowed on a loopback bind only.[/]"
+        )
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": os.environ.get("TETHER_SERVE_LOG_LEVEL", "info"),
+        "timeout_graceful_shutdown": 3,
+        "server_header": False,
+    }
+    if workers == 1:
+        uvicorn.run(create_app(config, model=loaded), **options)
+    else:
+        os.environ[CONFIG_ENV] = config.to_json().decode()
+        uvicorn.run("tether.serve._main:app", factory=True, workers=workers, **options)
+
+
+@users_app.command("add")
+def add_user(
+    name: Annotated[str, typer.Argument(help="The user's name (the owner of its conversations).")],
+    db: DbOpt = None,
+    postgres: PostgresOpt = None,
+    postgres_schema: SchemaOpt = None,
+) -> None:
+    """Create a user and print its API token (shown only this once; stored hashed)."""
+
+    async def run() -> str:
+        async with _users(db, postgres, postgres_schema) as users:
+            return await users.add_user(name)
+
+    typer.echo(asyncio.run(run()))
+
+
+@users_app.command("token")
+def add_token(
+    name: Annotated[str, typer.Argument(help="An existing user.")],
+    db: DbOpt = None,
+    postgres: PostgresOpt = None,
+    postgres_schema: SchemaOpt = None,
+) -> None:
+    """Print a new, additional API token for a user."""
+
+    async def run() -> str:
+        async with _users(db, postgres, postgres_schema) as users:
+            return await users.add_token(name)
+
+    typer.echo(asyncio.run(run()))
+
+
+@users_app.command("revoke")
+def revoke_user(
+    name: Annotated[str, typer.Argument(help="The user to revoke.")],
+    db: DbOpt = None,
+    postgres: PostgresOpt = None,
+    postgres_schema: SchemaOpt = None,
+) -> None:
+    """Revoke a user and every token of it (their requests get 401 from now on)."""
+
+    async def run() -> None:
+        async with _users(db, postgres, postgres_schema) as users:
+            await users.revoke_user(name)
+
+    asyncio.run(run())
+    out_console().print(f"revoked {name}")
+
+
+@users_app.command("list")
+def list_users(
+    db: DbOpt = None,
+    postgres: PostgresOpt = None,
+    postgres_schema: SchemaOpt = None,
+) -> None:
+    """List users: name, created, revoked, active tokens."""
+
+    async def run() -> list[Any]:
+        async with _users(db, postgres, postgres_schema) as users:
+            return await users.users()
+
+    console = out_console()
+    for user in asyncio.run(run()):
+        state = f"revoked {user.revoked_at:%Y-%m-%d %H:%M}" if user.revoked_at else f"{user.tokens} token(s)"
+        console.print(f"{user.name}\tcreated {user.created_at:%Y-%m-%d %H:%M}\t{state}")

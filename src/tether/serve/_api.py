@@ -1,0 +1,172 @@
+"""The route table: each operation declared once with its method, path, body and response types.
+
+The Starlette routes and the OpenAPI document (``_openapi.py``) are both built from this table, so
+the document describes exactly what the code accepts. A handler receives a ``Call``: the request,
+the authenticated caller, the decoded body and the service state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ._errors import ApiError
+
+if TYPE_CHECKING:
+    from ._runs import Caller
+    from ._state import ServeState
+
+__all__ = ["Api", "Call", "Operation", "Query", "json_response", "query_int", "read_json"]
+
+B = TypeVar("B")
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A query parameter, for the document (handlers read it with ``query_int`` / ``query_str``)."""
+
+    name: str
+    description: str
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[B]):
+    request: Request
+    caller: Caller
+    body: B
+    state: ServeState
+
+    def path(self, name: str) -> str:
+        return str(self.request.path_params[name])
+
+
+Handler = Callable[[Call[Any]], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    method: str
+    path: str
+    name: str
+    summary: str
+    handler: Handler
+    body: Any = None
+    body_required: bool = True
+    response: Any = None
+    status: int = 200
+    query: tuple[Query, ...] = ()
+    errors: tuple[int, ...] = ()
+    auth: bool = True
+    stream: bool = False
+    headers: tuple[Query, ...] = ()
+    description: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+
+class Api:
+    """Collects operations; ``@api.route(...)`` declares one."""
+
+    def __init__(self) -> None:
+        self.operations: list[Operation] = []
+
+    def route(
+        self,
+        method: str,
+        path: str,
+        *,
+        summary: str,
+        body: Any = None,
+        body_required: bool = True,
+        response: Any = None,
+        status: int = 200,
+        query: tuple[Query, ...] = (),
+        errors: tuple[int, ...] = (),
+        auth: bool = True,
+        stream: bool = False,
+        headers: tuple[Query, ...] = (),
+        tags: tuple[str, ...] = (),
+    ) -> Callable[[Handler], Handler]:
+        def declare(fn: Handler) -> Handler:
+            self.operations.append(
+                Operation(
+                    method,
+                    path,
+                    fn.__name__,
+                    summary,
+                    fn,
+                    body,
+                    body_required,
+                    response,
+                    status,
+                    query,
+                    errors,
+                    auth,
+                    stream,
+                    headers,
+                    (fn.__doc__ or "").strip(),
+                    tags,
+                )
+            )
+            return fn
+
+        return declare
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(_encoder.encode(value), status_code=status, media_type="application/json")
+
+
+def query_int(request: Request, name: str, default: int, *, low: int = 0, high: int = 1 << 62) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        raise ApiError(400, f"query parameter {name!r} must be an integer, not {raw[:40]!r}") from None
+    if not low <= value <= high:
+        raise ApiError(400, f"query parameter {name!r} must be between {low} and {high}, not {value}")
+    return value
+
+
+async def read_json(request: Request, kind: Any, limit: int, *, required: bool = True) -> Any:
+    """The body decoded as ``kind``; 413 over ``limit`` bytes, 400 naming the JSON path."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body of {declared} bytes is over the limit (max_body_bytes={limit})")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body is over the limit (max_body_bytes={limit})")
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    if not data.strip():
+        if required:
+            raise ApiError(400, "the request needs a JSON body at $")
+        data = b"{}"
+    else:
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            raise ApiError(
+                415, f"the body must be sent as Content-Type: application/json, not {media[:80]!r}"
+            )
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        path = text.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in text else "$"
+        message = text.rsplit(" - at `", 1)[0]
+        raise ApiError(400, f"invalid request body at {path}: {message}") from None
+    except msgspec.DecodeError as exc:
+        raise ApiError(400, f"request body is not valid JSON at $: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "request body is nested too deeply at $") from None

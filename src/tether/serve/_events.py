@@ -1,0 +1,212 @@
+"""The events of a run as stored in the event log and sent on the stream: one JSON object each,
+with a ``type``, the ``run_id`` and the ``conversation_id``; messages and parts in the tether JSON
+contract. ``docs/serve.md`` lists them; the structs below are their schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from tether.agent import (
+    Event,
+    MessageCompleted,
+    ReasoningEvent,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from tether.messages import Message, ToolCall, ToolResult, Usage
+
+__all__ = [
+    "TERMINAL_TYPES",
+    "EventOut",
+    "RunCanceledEvent",
+    "RunCompletedEvent",
+    "RunFailedEvent",
+    "RunInterruptedEvent",
+    "RunPausedEvent",
+    "RunResumedEvent",
+    "RunStartedEvent",
+    "encode_agent_event",
+    "encode_event",
+    "event_type",
+]
+
+
+class _Base(msgspec.Struct, frozen=True, tag_field="type"):
+    run_id: str
+    conversation_id: str
+
+
+class RunStartedEvent(_Base, frozen=True, tag="run.started"):
+    """Event 1 of every run: the prompt as the user sent it."""
+
+    prompt: str
+
+
+class TextDeltaEvent(_Base, frozen=True, tag="text.delta"):
+    """A piece of the assistant's text (``index``: the part of the message being built)."""
+
+    step: int
+    index: int
+    text: str
+
+
+class ReasoningDeltaEvent(_Base, frozen=True, tag="reasoning.delta"):
+    """A piece of the model's reasoning."""
+
+    step: int
+    index: int
+    text: str
+
+
+class ToolDeltaEvent(_Base, frozen=True, tag="tool.delta"):
+    """A tool call being streamed by the model: the first delta of a call has its ``id`` and
+    ``name``, later ones more ``arguments`` text (``index``: the call's part index)."""
+
+    step: int
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+class ToolStartedEvent(_Base, frozen=True, tag="tool.started"):
+    """A tool begins executing."""
+
+    call: ToolCall
+
+
+class ToolFinishedEvent(_Base, frozen=True, tag="tool.finished"):
+    """A call received its result (executed, invalid, denied or synthesized)."""
+
+    call: ToolCall
+    result: ToolResult
+
+
+class MessageCompletedEvent(_Base, frozen=True, tag="message.completed"):
+    """A message was added to the conversation (and is stored by the run)."""
+
+    message: Message
+
+
+class PendingCall(msgspec.Struct, frozen=True):
+    call_id: str
+    name: str
+    arguments: str
+    kind: str
+
+
+class RunPausedEvent(_Base, frozen=True, tag="run.paused"):
+    """The run waits for decisions on ``calls`` (``POST /v1/runs/{id}/decisions``)."""
+
+    pause_id: str
+    calls: list[PendingCall]
+    expires_at: float
+
+
+class RunResumedEvent(_Base, frozen=True, tag="run.resumed"):
+    """Decisions were accepted; the run goes on (``decisions``: call id → approve/deny/result)."""
+
+    pause_id: str
+    decisions: dict[str, str]
+
+
+class RunCompletedEvent(_Base, frozen=True, tag="run.completed"):
+    """The last event of a finished run: its output (text, or the structured value)."""
+
+    output: Any
+    usage: Usage
+    requests: int
+    tool_executions: int
+
+
+class ErrorInfo(msgspec.Struct, frozen=True):
+    type: str
+    message: str
+
+
+class RunFailedEvent(_Base, frozen=True, tag="run.failed"):
+    """The last event of a failed run; what completed before the failure is stored."""
+
+    error: ErrorInfo
+
+
+class RunCanceledEvent(_Base, frozen=True, tag="run.canceled"):
+    """The last event of a run stopped by ``POST /v1/runs/{id}/cancel``; its partial is stored."""
+
+    reason: str
+
+
+class RunInterruptedEvent(_Base, frozen=True, tag="run.interrupted"):
+    """The last event of a run whose process stopped or died; the conversation was closed
+    through the ledger (a started side effect says "outcome unknown" and is never re-run)."""
+
+    reason: str
+
+
+EventOut = (
+    RunStartedEvent
+    | TextDeltaEvent
+    | ReasoningDeltaEvent
+    | ToolDeltaEvent
+    | ToolStartedEvent
+    | ToolFinishedEvent
+    | MessageCompletedEvent
+    | RunPausedEvent
+    | RunResumedEvent
+    | RunCompletedEvent
+    | RunFailedEvent
+    | RunCanceledEvent
+    | RunInterruptedEvent
+)
+TERMINAL_TYPES = frozenset({"run.completed", "run.failed", "run.canceled", "run.interrupted"})
+"""Event types after which a run's stream ends."""
+
+_encoder = msgspec.json.Encoder()
+
+
+class _TypeOnly(msgspec.Struct):
+    type: str = ""
+
+
+_type_decoder = msgspec.json.Decoder(_TypeOnly)
+
+
+def encode_event(event: EventOut) -> bytes:
+    return _encoder.encode(event)
+
+
+def event_type(data: bytes) -> str:
+    """The ``type`` of a stored event."""
+    return _type_decoder.decode(data).type
+
+
+def encode_agent_event(event: Event) -> bytes | None:
+    """A streamed agent event as stored JSON; ``None`` for ``RunCompleted`` (the run manager
+    writes the run's last event itself)."""
+    r, c = event.run_id, event.conversation_id
+    kind = type(event)
+    if kind is TextEvent:
+        assert isinstance(event, TextEvent)
+        return _encoder.encode(TextDeltaEvent(r, c, event.step, event.index, event.text))
+    if kind is ReasoningEvent:
+        assert isinstance(event, ReasoningEvent)
+        return _encoder.encode(ReasoningDeltaEvent(r, c, event.step, event.index, event.text))
+    if kind is ToolCallDeltaEvent:
+        assert isinstance(event, ToolCallDeltaEvent)
+        return _encoder.encode(
+            ToolDeltaEvent(r, c, event.step, event.index, event.id, event.name, event.arguments)
+        )
+    if kind is MessageCompleted:
+        assert isinstance(event, MessageCompleted)
+        return _encoder.encode(MessageCompletedEvent(r, c, event.message))
+    if kind is ToolCallStarted:
+        assert isinstance(event, ToolCallStarted)
+        return _encoder.encode(ToolStartedEvent(r, c, event.call))
+    if kind is ToolCallFinished:
+        assert isinstance(event, ToolCallFinished)
+        return _encoder.encode(ToolFinishedEvent(r, c, event.call, event.result))
+    return None

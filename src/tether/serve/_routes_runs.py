@@ -1,0 +1,147 @@
+"""Runs: start (detached), read, stream events (SSE, resumable), cancel, decide."""
+
+from __future__ import annotations
+
+from starlette.responses import Response, StreamingResponse
+
+from tether.stores._events import RunRecord
+
+from ._api import Api, Call, Query, json_response, query_int
+from ._errors import ApiError
+from ._runs import decode_pause
+from ._schemas import DecisionsIn, PauseOut, PendingCallOut, RunIn, RunList, RunOut
+from ._sse import SSE_HEADERS, event_stream, resume_point
+
+__all__ = ["register", "run_out"]
+
+_TAGS = ("runs",)
+_AFTER = Query(
+    "after", "Resume after this event id (Last-Event-ID takes precedence).", {"type": "integer", "minimum": 0}
+)
+_LAST_EVENT_ID = Query("Last-Event-ID", "The id of the last event the client has.", {"type": "string"})
+
+
+def run_out(record: RunRecord) -> RunOut:
+    pause = None
+    if record.status == "paused" and record.pause is not None:
+        stored = decode_pause(record.pause)
+        pause = PauseOut(
+            stored.pause_id,
+            [PendingCallOut(c.call.id or "", c.call.name, c.call.arguments, c.kind) for c in stored.calls],  # type: ignore[arg-type]
+            stored.expires_at,
+        )
+    return RunOut(
+        id=record.run_id,
+        conversation_id=record.conversation_id,
+        status=record.status,
+        created_at=record.created_at.isoformat(),
+        updated_at=record.updated_at.isoformat(),
+        last_seq=record.last_seq,
+        events_url=f"/v1/runs/{record.run_id}/events",
+        pause=pause,
+    )
+
+
+def register(api: Api) -> None:
+    @api.route(
+        "POST",
+        "/v1/conversations/{conversation_id}/runs",
+        summary="Start a run (detached: it goes on when every client disconnects)",
+        body=RunIn,
+        response=RunOut,
+        status=202,
+        errors=(400, 401, 404, 409, 413, 422),
+        tags=_TAGS,
+    )
+    async def start_run(call: Call[RunIn]) -> Response:
+        """Returns the run's id at once; follow it at ``events_url``. A conversation with an
+        active run (running, or paused for decisions) answers 409."""
+        prompt = call.body.prompt
+        if not prompt.strip():
+            raise ApiError(422, "$.prompt: the prompt is empty")
+        limit = call.state.config.limits.max_part_bytes
+        if len(prompt) > limit // 4 and len(prompt.encode("utf-8", "surrogatepass")) > limit:
+            raise ApiError(413, f"$.prompt: over the limit (max_part_bytes={limit})")
+        record = await call.state.manager.start(call.caller, call.path("conversation_id"), prompt)
+        return json_response(run_out(record), 202)
+
+    @api.route(
+        "GET",
+        "/v1/conversations/{conversation_id}/runs",
+        summary="The runs of a conversation, newest first",
+        response=RunList,
+        query=(
+            Query(
+                "limit",
+                "At most this many (1-200, default 20).",
+                {"type": "integer", "minimum": 1, "maximum": 200},
+            ),
+        ),
+        errors=(400, 401, 404),
+        tags=_TAGS,
+    )
+    async def list_runs(call: Call[None]) -> Response:
+        cid = call.path("conversation_id")
+        limit = query_int(call.request, "limit", 20, low=1, high=200)
+        await call.state.store.info(call.caller.owner, cid)
+        records = await call.state.events.runs(call.caller.owner, cid, limit=limit)
+        return json_response(RunList([run_out(r) for r in records]))
+
+    @api.route(
+        "GET",
+        "/v1/runs/{run_id}",
+        summary="A run's status (and, when paused, its pending calls)",
+        response=RunOut,
+        errors=(401, 404),
+        tags=_TAGS,
+    )
+    async def read_run(call: Call[None]) -> Response:
+        record = await call.state.events.get_run(call.caller.owner, call.path("run_id"))
+        return json_response(run_out(record))
+
+    @api.route(
+        "GET",
+        "/v1/runs/{run_id}/events",
+        summary="The run's events as Server-Sent Events (id = sequence number; resumable)",
+        query=(_AFTER,),
+        headers=(_LAST_EVENT_ID,),
+        errors=(400, 401, 404),
+        stream=True,
+        tags=_TAGS,
+    )
+    async def run_events(call: Call[None]) -> Response:
+        """Every event after ``Last-Event-ID`` (or ``?after=``), then live ones; no duplicate, no
+        gap. The stream ends after the run's last event."""
+        after = resume_point(call.request)
+        record = await call.state.events.get_run(call.caller.owner, call.path("run_id"))
+        stream = event_stream(call.state.events, record, after, ping_interval=call.state.config.ping_interval)
+        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+    @api.route(
+        "POST",
+        "/v1/runs/{run_id}/cancel",
+        summary="Stop a run (the explicit Stop; a disconnect is not one)",
+        response=RunOut,
+        errors=(401, 404),
+        tags=_TAGS,
+    )
+    async def cancel_run(call: Call[None]) -> Response:
+        """The run ends with ``run.canceled``; what it did so far is stored. Idempotent."""
+        record = await call.state.manager.cancel(call.caller, call.path("run_id"))
+        return json_response(run_out(record))
+
+    @api.route(
+        "POST",
+        "/v1/runs/{run_id}/decisions",
+        summary="Approve or deny a paused run's pending calls (accepted once)",
+        body=DecisionsIn,
+        response=RunOut,
+        status=202,
+        errors=(400, 401, 404, 409, 413, 422),
+        tags=_TAGS,
+    )
+    async def decide(call: Call[DecisionsIn]) -> Response:
+        """Checked against the pause stored on the server, never against anything the client
+        holds: one decision per pending call of ``pause_id``; the run resumes at once."""
+        record = await call.state.manager.decide(call.caller, call.path("run_id"), call.body)
+        return json_response(run_out(record), 202)

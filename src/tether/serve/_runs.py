@@ -1,0 +1,497 @@
+"""The run manager: runs detached from HTTP connections, pumped into the durable event log.
+
+A run is a server-owned asyncio task. It streams the agent's events into the ``EventLog``
+(batched: whatever arrived while the previous append was committing goes in the next one); the
+Server-Sent Events endpoint reads only the log. So a client that disconnects changes nothing, a
+client that re-attaches (here or on another process) reads what it missed, and the explicit Stop
+(``cancel``) is the only way a client ends a run early.
+
+Each process registers itself and heartbeats; a ``running`` run whose process is dead (its pid
+is gone on this host, or its heartbeat is stale) is closed by whichever live process sees it
+first: the conversation through the ledger (a started side effect says "outcome unknown" and is
+never re-run), the run marked ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from tether.agent import (
+    Agent,
+    Approve,
+    Deferred,
+    DeferredResults,
+    Deny,
+    ExternalResult,
+    RunCompleted,
+    RunStream,
+    StoreRecorder,
+)
+from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
+from tether.messages import ToolCall, new_id
+from tether.stores import Store
+from tether.stores._events import EventLog, RunRecord, RunStatus
+
+from ._errors import ApiError
+from ._events import ErrorInfo as EventError
+from ._events import (
+    EventOut,
+    PendingCall,
+    RunCanceledEvent,
+    RunCompletedEvent,
+    RunFailedEvent,
+    RunInterruptedEvent,
+    RunPausedEvent,
+    RunResumedEvent,
+    RunStartedEvent,
+    encode_agent_event,
+    encode_event,
+)
+from ._schemas import DecisionsIn
+
+__all__ = ["Caller", "RunManager", "StoredCall", "StoredPause"]
+
+log = logging.getLogger("tether.serve")
+_encoder = msgspec.json.Encoder()
+
+CANCELED_REASON = "stopped by the user"
+SHUTDOWN_REASON = "the server stopped while the run was going on"
+LOG_FAILED = "the event log refused an append"
+DEAD_REASON = "the server process running it stopped or died; the conversation was closed through the ledger"
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking, and the request context a run is started from (the one place where a
+    request becomes a run: trace context continuation belongs here)."""
+
+    owner: str
+    headers: Mapping[str, str] = field(default_factory=lambda: {})
+
+
+class StoredCall(msgspec.Struct, frozen=True):
+    call: ToolCall
+    kind: str
+    token: str | None = None
+
+
+class StoredPause(msgspec.Struct, frozen=True):
+    """The server-side record of a pause: the only authority a decision is checked against."""
+
+    pause_id: str
+    expires_at: float
+    calls: list[StoredCall]
+
+
+_pause_decoder = msgspec.json.Decoder(StoredPause)
+
+
+def decode_pause(data: bytes) -> StoredPause:
+    return _pause_decoder.decode(data)
+
+
+def public_calls(pause: StoredPause) -> list[PendingCall]:
+    """The pending calls as a client sees them: no tokens."""
+    return [PendingCall(c.call.id or "", c.call.name, c.call.arguments, c.kind) for c in pause.calls]
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        return msgspec.to_builtins(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Writer:
+    """Appends one run's events in batches: while one append commits, the next events queue."""
+
+    def __init__(
+        self, events: EventLog, run_id: str, process_id: str, on_error: Callable[[BaseException], None]
+    ) -> None:
+        self._log = events
+        self._run_id = run_id
+        self._process_id = process_id
+        self._pending: list[bytes] = []
+        self._flushing: asyncio.Task[None] | None = None
+        self._on_error = on_error
+        self.failed: BaseException | None = None
+
+    def add(self, data: bytes) -> None:
+        self._pending.append(data)
+        if self._flushing is None and self.failed is None:
+            self._flushing = asyncio.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        batch: list[bytes] = []
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                await self._log.append(self._run_id, self._process_id, batch)
+                batch = []
+        except Exception as exc:  # the log refused (run taken over) or failed: stop the run
+            self._pending[:0] = batch  # not written: finish tries them again, in order, with run.failed
+            self.failed = exc
+            self._on_error(exc)
+        finally:
+            self._flushing = None
+
+    async def finish(
+        self, events: list[bytes], status: RunStatus, pause_id: str | None = None, pause: bytes | None = None
+    ) -> None:
+        flushing = self._flushing
+        if flushing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(flushing)
+        batch, self._pending = [*self._pending, *events], []
+        await self._log.append(
+            self._run_id, self._process_id, batch, status=status, pause_id=pause_id, pause=pause
+        )
+
+
+class RunManager:
+    """Starts, resumes, cancels and recovers runs of one service process."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        events: EventLog,
+        agent: Agent[Any, Any],
+        approval_ttl: float = 24 * 3600.0,
+        heartbeat_interval: float = 1.0,
+        stale_after: float = 15.0,
+        max_active_runs: int = 0,
+    ) -> None:
+        self.store = store
+        self.events = events
+        self.agent = agent
+        self.approval_ttl = approval_ttl
+        self.heartbeat_interval = heartbeat_interval
+        self.stale_after = stale_after
+        self.max_active_runs = max_active_runs
+        """Active (running or paused) runs a user may have at once, on every process (0: no limit)."""
+        self.process_id = new_id()
+        self.host = socket.gethostname()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._streams: dict[str, RunStream[Any]] = {}
+        self._reasons: dict[str, str] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+
+    # -- life cycle -------------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Register this process, close runs left by dead ones, start heartbeating."""
+        await self.events.heartbeat(self.process_id, self.host, os.getpid())
+        await self.recover()
+        self._loop_task = asyncio.create_task(self._background(), name="tether-serve-heartbeat")
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Stop: runs still going are interrupted (their partial is stored), then unregister."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        tasks = list(self._tasks.items())
+        for run_id, _ in tasks:
+            self._reasons[run_id] = SHUTDOWN_REASON
+            self._cancel_local(run_id, SHUTDOWN_REASON)
+        if tasks:
+            await asyncio.wait([t for _, t in tasks], timeout=timeout)
+        with contextlib.suppress(TetherError):
+            await self.events.forget_process(self.process_id)
+
+    @property
+    def running(self) -> int:
+        """How many runs this process is executing."""
+        return len(self._tasks)
+
+    async def _background(self) -> None:
+        beats = 0
+        recover_every = max(1, int(self.stale_after / max(self.heartbeat_interval, 0.01) / 3))
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            beats += 1
+            try:
+                await self.events.heartbeat(self.process_id, self.host, os.getpid())
+                for run_id in await self.events.cancel_requests(self.process_id):
+                    self._cancel_local(run_id, CANCELED_REASON)
+                if beats % recover_every == 0:
+                    await self.recover()
+            except Exception:  # never let the heartbeat die; the next beat tries again
+                log.exception("heartbeat failed")
+
+    # -- starting ---------------------------------------------------------------------------------
+    def _context(self, caller: Caller) -> dict[str, str]:
+        """What a run keeps of the request that started it (trace context goes here)."""
+        return {k: v for k, v in caller.headers.items() if k in ("traceparent", "tracestate")}
+
+    async def start(self, caller: Caller, conversation_id: str, prompt: str) -> RunRecord:
+        """Start a run on a conversation of ``caller``; returns at once. ``NotFound`` for a
+        conversation that is absent or another owner's; ``ConflictError`` when it has an active run."""
+        await self.store.info(caller.owner, conversation_id)
+        if self.max_active_runs and await self.events.active_count(caller.owner) >= self.max_active_runs:
+            raise ApiError(
+                429,
+                f"you have {self.max_active_runs} active runs (the limit, max_active_runs): wait for one to "
+                "end, or cancel one",
+            )
+        run_id = new_id()
+        first = encode_event(RunStartedEvent(run_id, conversation_id, prompt))
+        record = await self.events.start_run(caller.owner, conversation_id, run_id, self.process_id, first)
+        self._launch(record, prompt, None, self._context(caller))
+        return record
+
+    def _launch(
+        self, record: RunRecord, prompt: str | None, deferred: DeferredResults | None, context: dict[str, str]
+    ) -> None:
+        run_id = record.run_id
+        task = asyncio.create_task(self._drive(record, prompt, deferred), name=f"tether-run-{run_id}")
+        self._tasks[run_id] = task
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._tasks.pop(run_id, None)
+            self._streams.pop(run_id, None)
+            self._reasons.pop(run_id, None)
+
+        task.add_done_callback(done)
+
+    def _cancel_local(self, run_id: str, reason: str) -> bool:
+        """Stop a run of this process: the run records its partial and ends with RunCanceled."""
+        task = self._tasks.get(run_id)
+        if task is None or task.done():
+            return False
+        self._reasons.setdefault(run_id, reason)
+        stream = self._streams.get(run_id)
+        if stream is not None:
+            stream.cancel()
+        else:  # not streaming yet
+            task.cancel()
+        return True
+
+    async def _drive(self, record: RunRecord, prompt: str | None, deferred: DeferredResults | None) -> None:
+        run_id, cid, owner = record.run_id, record.conversation_id, record.owner
+        me = asyncio.current_task()
+
+        def stop(exc: BaseException) -> None:
+            self._cancel_local(run_id, f"{LOG_FAILED}: {exc}")
+
+        writer = _Writer(self.events, run_id, self.process_id, stop)
+        final: EventOut
+        status: RunStatus
+        pause: StoredPause | None = None
+        try:
+            stream = self.agent.run_stream(
+                prompt, store=self.store, owner=owner, conversation_id=cid, run_id=run_id, deferred=deferred
+            )
+            self._streams[run_id] = stream
+            if run_id in self._reasons:  # stopped before it began streaming
+                stream.cancel()
+            async with stream:
+                result = None
+                async for event in stream:
+                    if isinstance(event, RunCompleted):
+                        result = event.result
+                    else:
+                        data = encode_agent_event(event)
+                        if data is not None:
+                            writer.add(data)
+            if result is None:
+                raise RunError("the run ended without a result", stage="model")
+            if result.deferred is not None and result.deferred.calls:
+                pause = self._pause(result.deferred)
+                final = RunPausedEvent(run_id, cid, pause.pause_id, public_calls(pause), pause.expires_at)
+                status = "paused"
+            else:
+                final = RunCompletedEvent(
+                    run_id,
+                    cid,
+                    _jsonable(result.output),
+                    result.usage,
+                    result.requests,
+                    result.tool_executions,
+                )
+                status = "completed"
+        except (asyncio.CancelledError, RunCanceled) as exc:
+            if me is not None and isinstance(exc, asyncio.CancelledError):
+                me.uncancel()
+            reason = self._reasons.get(run_id)
+            if reason is None and isinstance(exc, RunCanceled):  # a tool canceled the run
+                reason = str(exc)
+            if reason == SHUTDOWN_REASON:
+                final, status = RunInterruptedEvent(run_id, cid, reason), "interrupted"
+            elif reason is not None and reason.startswith(LOG_FAILED):
+                final, status = RunFailedEvent(run_id, cid, EventError("StoreError", reason)), "failed"
+            else:
+                final, status = RunCanceledEvent(run_id, cid, reason or CANCELED_REASON), "canceled"
+        except RunError as exc:
+            final = RunFailedEvent(run_id, cid, EventError(type(exc).__name__, str(exc)))
+            status = "failed"
+        except Exception as exc:
+            log.exception("run %s failed unexpectedly", run_id)
+            final = RunFailedEvent(
+                run_id, cid, EventError("InternalError", f"internal error ({type(exc).__name__})")
+            )
+            status = "failed"
+        try:
+            await writer.finish(
+                [encode_event(final)],
+                status,
+                pause.pause_id if pause is not None else None,
+                _encoder.encode(pause) if pause is not None else None,
+            )
+        except ConflictError as exc:  # taken over (closed as interrupted by another process)
+            log.warning("run %s: final events not appended: %s", run_id, exc)
+        except Exception:
+            log.exception("run %s: final events not appended", run_id)
+
+    def _pause(self, deferred: Deferred) -> StoredPause:
+        pause_id = deferred.pause_id or new_id()
+        expires = deferred.expires_at
+        if expires is None:  # an agent without an approval secret: the service's own bound
+            expires = time.time() + self.approval_ttl
+        calls = [StoredCall(c.call, c.kind, c.token) for c in deferred.calls]
+        return StoredPause(pause_id, float(expires), calls)
+
+    # -- decisions and cancel ---------------------------------------------------------------------
+    async def decide(self, caller: Caller, run_id: str, body: DecisionsIn) -> RunRecord:
+        """Check ``body`` against the stored pause and resume the run (once)."""
+        record = await self.events.get_run(caller.owner, run_id)
+        if record.status != "paused" or record.pause is None:
+            raise ApiError(409, f"run {run_id!r} is {record.status}: it has no pending calls to decide")
+        pause = decode_pause(record.pause)
+        if body.pause_id != pause.pause_id:
+            raise ApiError(409, f"pause {body.pause_id!r} is not the run's current pause {pause.pause_id!r}")
+        if time.time() > pause.expires_at:
+            raise ApiError(409, f"pause {pause.pause_id!r} expired; cancel the run and ask again")
+        deferred, summary = _decisions(pause, body)
+        event = encode_event(RunResumedEvent(run_id, record.conversation_id, pause.pause_id, summary))
+        before = await self.events.take_over(
+            run_id,
+            from_status="paused",
+            to_status="running",
+            event=event,
+            process_id=self.process_id,
+            pause_id=pause.pause_id,
+        )
+        if before is None:
+            raise ApiError(409, f"the decisions for pause {pause.pause_id!r} were already made")
+        resumed = await self.events.get_run(caller.owner, run_id)
+        self._launch(resumed, None, deferred, self._context(caller))
+        return resumed
+
+    async def cancel(self, caller: Caller, run_id: str, wait: float = 10.0) -> RunRecord:
+        """The explicit Stop. Idempotent: a finished run is returned as it is."""
+        record = await self.events.get_run(caller.owner, run_id)
+        if record.status == "paused":
+            event = encode_event(RunCanceledEvent(run_id, record.conversation_id, CANCELED_REASON))
+            await self.events.take_over(
+                run_id, from_status="paused", to_status="canceled", event=event, pause_id=record.pause_id
+            )
+        elif record.status == "running":
+            task = self._tasks.get(run_id)
+            if task is not None and self._cancel_local(run_id, CANCELED_REASON):
+                await asyncio.wait([task], timeout=wait)
+            else:
+                await self.events.request_cancel(caller.owner, run_id)
+                deadline = time.monotonic() + wait
+                seen = record.last_seq
+                while time.monotonic() < deadline:
+                    await self.events.wait(run_id, seen, min(1.0, deadline - time.monotonic()))
+                    record = await self.events.get_run(caller.owner, run_id)
+                    seen = record.last_seq
+                    if record.status != "running":
+                        break
+        return await self.events.get_run(caller.owner, run_id)
+
+    # -- recovery ---------------------------------------------------------------------------------
+    async def recover(self) -> int:
+        """Close the runs of dead processes; return how many were closed."""
+        processes = {p.process_id: p for p in await self.events.processes()}
+        now = time.time()
+        pid = os.getpid()
+        dead: set[str] = set()
+        for p in processes.values():
+            if p.process_id == self.process_id:
+                continue
+            local = p.host == self.host
+            if (now - p.heartbeat_at > self.stale_after) or (
+                local and (p.pid == pid or not _pid_alive(p.pid))
+            ):
+                dead.add(p.process_id)
+        closed = 0
+        for run in await self.events.active_runs():
+            holder = run.process_id
+            if holder == self.process_id or (holder in processes and holder not in dead):
+                continue
+            if await self._close_orphan(run):
+                closed += 1
+        for process_id in dead:
+            with contextlib.suppress(TetherError):
+                await self.events.forget_process(process_id)
+        return closed
+
+    async def _close_orphan(self, run: RunRecord) -> bool:
+        try:  # close the stored conversation first, while the run still holds it
+            await StoreRecorder(self.store, run.owner, run.conversation_id).open(repair=True)
+        except (ConflictError, NotFound):
+            pass
+        except StoreError:
+            log.exception("run %s: closing its conversation failed", run.run_id)
+            return False
+        event = encode_event(RunInterruptedEvent(run.run_id, run.conversation_id, DEAD_REASON))
+        before = await self.events.take_over(
+            run.run_id, from_status="running", to_status="interrupted", event=event, holder=run.process_id
+        )
+        if before is not None:
+            log.warning("run %s of a dead process was closed as interrupted", run.run_id)
+        return before is not None
+
+
+def _decisions(pause: StoredPause, body: DecisionsIn) -> tuple[DeferredResults, dict[str, str]]:
+    """The ``DeferredResults`` for ``body`` with the tokens of the stored pause; 422 for a
+    decision on an unknown call, a repeated one, a wrong kind, or a pending call left undecided."""
+    calls = {c.call.id: c for c in pause.calls}
+    approvals: dict[str, Approve | Deny] = {}
+    results: dict[str, ExternalResult] = {}
+    summary: dict[str, str] = {}
+    for i, d in enumerate(body.decisions):
+        where = f"$.decisions[{i}]"
+        stored = calls.get(d.call_id)
+        if stored is None:
+            raise ApiError(422, f"{where}.call_id: call {d.call_id!r} is not pending in this pause")
+        if d.call_id in summary:
+            raise ApiError(422, f"{where}.call_id: call {d.call_id!r} is decided twice")
+        if stored.kind == "external" and d.decision != "result":
+            raise ApiError(422, f"{where}.decision: call {d.call_id!r} is external and needs a result")
+        if stored.kind == "approval" and d.decision == "result":
+            raise ApiError(422, f"{where}.decision: call {d.call_id!r} needs approve or deny")
+        if d.decision == "approve":
+            approvals[d.call_id] = Approve(stored.token)
+        elif d.decision == "deny":
+            approvals[d.call_id] = Deny(d.reason or "the user denied this tool call", stored.token)
+        else:
+            results[d.call_id] = ExternalResult(d.value, stored.token, d.failed)
+        summary[d.call_id] = d.decision
+    missing = [cid for cid in calls if cid not in summary]
+    if missing:
+        raise ApiError(422, f"$.decisions: no decision for pending call(s) {', '.join(map(repr, missing))}")
+    return DeferredResults(approvals=approvals, results=results), summary

@@ -1,0 +1,175 @@
+"""The JSON bodies of the API as msgspec structs: decoded and validated at the boundary, and
+the source of the OpenAPI document's schemas."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from tether.messages import Message
+
+__all__ = [
+    "CancelOut",
+    "ConversationCreate",
+    "ConversationCreated",
+    "ConversationList",
+    "ConversationOut",
+    "ConversationSummary",
+    "Decision",
+    "DecisionsIn",
+    "ErrorBody",
+    "ErrorOut",
+    "ExportOut",
+    "ForkIn",
+    "ImportIn",
+    "ImportOut",
+    "LossOut",
+    "Me",
+    "PauseOut",
+    "PendingCallOut",
+    "RunIn",
+    "RunList",
+    "RunOut",
+]
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    type: str
+    message: str
+
+
+class ErrorOut(msgspec.Struct, frozen=True):
+    error: ErrorBody
+
+
+class Me(msgspec.Struct, frozen=True):
+    user: str
+    auth: bool
+
+
+class ConversationCreate(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``POST /v1/conversations``: an optional id of your own (a new UUIDv7 otherwise)."""
+
+    id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")] | None = None
+
+
+class ConversationCreated(msgspec.Struct, frozen=True):
+    id: str
+
+
+class ConversationSummary(msgspec.Struct, frozen=True):
+    id: str
+    messages: int
+    created_at: str
+    updated_at: str
+    preview: str | None = None
+    last_model: str | None = None
+    forked_from: str | None = None
+    forked_at: int | None = None
+
+
+class ConversationList(msgspec.Struct, frozen=True):
+    conversations: list[ConversationSummary]
+    next_offset: int | None
+
+
+class ConversationOut(msgspec.Struct, frozen=True):
+    """A conversation and one page of its messages (``messages[i]`` is message ``offset + i``)."""
+
+    id: str
+    version: int
+    offset: int
+    messages: list[Message]
+    next_offset: int | None
+
+
+class ForkIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    at_version: int | None = None
+
+
+class LossOut(msgspec.Struct, frozen=True):
+    message: int
+    part: int | None
+    kind: str
+    what: str
+    reason: str
+
+
+class ExportOut(msgspec.Struct, frozen=True):
+    format: str
+    data: Any
+    losses: list[LossOut]
+
+
+class ImportIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``POST /v1/conversations/import``: a client-held history in any ``tether.convert`` format."""
+
+    data: Any
+    format: str = "tether"
+
+
+class ImportOut(msgspec.Struct, frozen=True):
+    id: str
+    messages: int
+    sanitize: dict[str, Any]
+    losses: list[LossOut]
+
+
+class RunIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``POST /v1/conversations/{id}/runs``: the user's prompt."""
+
+    prompt: str
+
+
+class PendingCallOut(msgspec.Struct, frozen=True):
+    call_id: str
+    name: str
+    arguments: str
+    kind: Literal["approval", "external"]
+
+
+class PauseOut(msgspec.Struct, frozen=True):
+    """What a paused run waits for. Decide with ``POST /v1/runs/{id}/decisions``."""
+
+    pause_id: str
+    calls: list[PendingCallOut]
+    expires_at: float
+
+
+class RunOut(msgspec.Struct, frozen=True):
+    id: str
+    conversation_id: str
+    status: str
+    created_at: str
+    updated_at: str
+    last_seq: int
+    events_url: str
+    pause: PauseOut | None = None
+
+
+class RunList(msgspec.Struct, frozen=True):
+    runs: list[RunOut]
+
+
+class CancelOut(msgspec.Struct, frozen=True):
+    id: str
+    status: str
+
+
+class Decision(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One pending call's decision: ``approve`` or ``deny`` (with a ``reason`` the model sees),
+    or ``result`` (the ``value`` of an external call the client executed)."""
+
+    call_id: str
+    decision: Literal["approve", "deny", "result"]
+    reason: str | None = None
+    value: Any = None
+    failed: bool = False
+
+
+class DecisionsIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``POST /v1/runs/{id}/decisions``: one decision per pending call of the pause ``pause_id``."""
+
+    pause_id: str
+    decisions: list[Decision]

@@ -1,0 +1,72 @@
+"""Server-Sent Events over the event log: ``id:`` is the event's sequence number.
+
+The stream reads only the log: first every event after the client's ``Last-Event-ID`` (or
+``?after=``), then live ones as they are committed, each exactly once and in order. It ends after
+the run's last event (completed, failed, canceled, interrupted); a comment line every
+``ping_interval`` seconds keeps proxies from closing an idle stream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+from starlette.requests import Request
+
+from tether.stores._events import TERMINAL, EventLog, RunRecord
+
+from ._errors import ApiError
+from ._events import TERMINAL_TYPES, event_type
+
+__all__ = ["SSE_HEADERS", "event_stream", "resume_point"]
+
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+_RUN_PREFIX = b'{"type":"run.'
+
+
+def resume_point(request: Request) -> int:
+    """The last sequence number the client has: ``Last-Event-ID``, else ``?after=``, else 0."""
+    raw = request.headers.get("last-event-id")
+    name = "Last-Event-ID header"
+    if raw is None or not raw.strip():
+        raw = request.query_params.get("after")
+        name = "query parameter 'after'"
+    if raw is None or not raw.strip():
+        return 0
+    raw = raw.strip()
+    if not raw.isdigit() or len(raw) > 18:
+        raise ApiError(400, f"{name} must be an event id (a non-negative integer), not {raw[:40]!r}")
+    return int(raw)
+
+
+async def event_stream(
+    events: EventLog, record: RunRecord, after: int, *, ping_interval: float = 15.0, batch: int = 500
+) -> AsyncIterator[bytes]:
+    owner, run_id = record.owner, record.run_id
+    yield b"retry: 1000\n\n"
+    if record.status in TERMINAL and after >= record.last_seq:
+        return
+    last = after
+    quiet_since = time.monotonic()
+    while True:
+        found = await events.read(owner, run_id, last, batch)
+        if found:
+            out: list[bytes] = []
+            done = False
+            for event in found:
+                out.append(b"id: %d\ndata: %s\n\n" % (event.seq, event.data))
+                last = event.seq
+                if event.data.startswith(_RUN_PREFIX) and event_type(event.data) in TERMINAL_TYPES:
+                    done = True
+                    break
+            yield b"".join(out)
+            if done:
+                return
+            quiet_since = time.monotonic()
+            continue
+        left = ping_interval - (time.monotonic() - quiet_since)
+        if left <= 0:
+            yield b": ping\n\n"
+            quiet_since = time.monotonic()
+            continue
+        await events.wait(run_id, last, left)

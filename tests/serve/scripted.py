@@ -1,0 +1,124 @@
+"""Scripted models and tools the service tests start ``tether serve`` with
+(``--model py:tests.serve.scripted:NAME``, ``--tools py:tests.serve.scripted:NAME``).
+
+``SlowWords`` streams its answer a word at a time with a pause between words, so a test can
+disconnect, re-attach or cancel in the middle of a run; every run of it produces the same events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from msgspec.structs import replace
+
+from tether.agent import Tool, function_tool
+from tether.messages import Message, Text, ToolCall, Usage
+from tether.models import ModelResponse, ModelSettings, Profile, StreamEvent, TextDelta, ToolDefinition
+
+WORDS = 40
+DELAY = float(os.environ.get("TETHER_TEST_WORD_DELAY", "0.05"))
+
+
+class SlowWords:
+    """Answers ``word1 word2 … wordN`` (N = ``WORDS``), one text delta per word every ``DELAY``
+    seconds. When the prompt says ``use tool NAME`` and the last message is the user's, it first
+    calls tool NAME (no arguments), then answers after the result."""
+
+    def __init__(self, words: int = WORDS, delay: float = DELAY) -> None:
+        self.words = words
+        self.delay = delay
+
+    @property
+    def name(self) -> str:
+        return "slow-words"
+
+    @property
+    def profile(self) -> Profile:
+        return Profile(provider="function", family="slow-words")
+
+    def _reply(self, messages: Sequence[Message]) -> Message:
+        last = messages[-1] if messages else None
+        if last is not None and last.role == "user" and "use tool " in last.text:
+            name = last.text.split("use tool ", 1)[1].split()[0]
+            return Message("assistant", (ToolCall(f"call_{len(messages)}", name, "{}"),))
+        text = " ".join(f"word{i}" for i in range(1, self.words + 1))
+        return Message("assistant", (Text(text),))
+
+    def _response(self, message: Message) -> ModelResponse:
+        stop = "tool_calls" if message.tool_calls else "stop"
+        usage = Usage(output_tokens=self.words)
+        message = replace(message, provider="function", model=self.name, stop_reason=stop, usage=usage)
+        return ModelResponse(message, stop, usage)
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        return self._response(self._reply(messages))
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        message = self._reply(messages)
+        if not message.tool_calls:
+            words = message.text.split(" ")
+            for k, word in enumerate(words):
+                await asyncio.sleep(self.delay)
+                yield TextDelta(0, word if k == len(words) - 1 else word + " ")
+        yield self._response(message)
+
+
+def slow_words() -> SlowWords:
+    return SlowWords()
+
+
+def fast_words() -> SlowWords:
+    """A short answer with no pause (fuzzing and quick checks)."""
+    return SlowWords(words=3, delay=0.0)
+
+
+def _counter_file() -> Path:
+    return Path(os.environ["TETHER_TEST_EFFECTS"])
+
+
+def charge_card() -> str:
+    """Charge the customer's card (a side effect: it must never run twice). Blocks for a long
+    time after recording that it ran, so a test can kill the server while it is running."""
+    with _counter_file().open("a") as f:
+        f.write("charged\n")
+    time.sleep(float(os.environ.get("TETHER_TEST_EFFECT_SLEEP", "30")))
+    return "charged"
+
+
+def delete_files() -> str:
+    """Delete files (needs a person's approval)."""
+    with _counter_file().open("a") as f:
+        f.write("deleted\n")
+    return "deleted"
+
+
+def lookup() -> str:
+    """Look something up (quick, no side effects)."""
+    return "found it"
+
+
+def tools() -> list[Tool[Any]]:
+    return [
+        function_tool(idempotent=False)(charge_card),
+        function_tool(requires_approval=True)(delete_files),
+        function_tool(lookup),
+    ]

@@ -1,0 +1,161 @@
+"""Runs are detached from HTTP connections; their event streams resume with Last-Event-ID, with
+no duplicate and no gap; Stop is explicit and a disconnect is not one. Real ``tether serve``
+processes, real HTTP on loopback, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.serve._serve_support import (
+    Database,
+    Server,
+    add_user,
+    new_conversation,
+    normalized,
+    read_events,
+    start_run,
+    wait_status,
+)
+from tests.serve.scripted import WORDS
+
+PROMPT = "tell me the words"
+
+
+def test_reattached_stream_equals_an_uninterrupted_one(db: Database, servers: Callable[..., Server]) -> None:
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        whole = read_events(client, start_run(client, new_conversation(client), PROMPT))
+        run_id = start_run(client, new_conversation(client), PROMPT)
+        first = read_events(client, run_id, stop_after=5)  # the tab closes mid-run
+        second = read_events(client, run_id, last_event_id=first[-1].seq, stop_after=12)
+        rest = read_events(client, run_id, last_event_id=second[-1].seq)
+    joined = first + second + rest
+    assert [e.seq for e in joined] == list(range(1, len(joined) + 1))  # no duplicate, no gap
+    assert normalized(joined) == normalized(whole)
+    assert whole[0].data["type"] == "run.started"
+    assert whole[-1].data["type"] == "run.completed"
+    assert sum(e.data["type"] == "text.delta" for e in whole) == WORDS
+
+
+def test_a_disconnect_is_not_a_cancel(db: Database, servers: Callable[..., Server]) -> None:
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        cid = new_conversation(client)
+        run_id = start_run(client, cid, PROMPT)
+        read_events(client, run_id, stop_after=3)
+        done = wait_status(client, run_id, ("completed", "canceled", "failed"))
+        messages = client.get(f"/v1/conversations/{cid}").json()["messages"]
+    assert done["status"] == "completed"
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["parts"][0]["text"].endswith(f"word{WORDS}")
+
+
+def test_cancel_ends_the_run_with_run_canceled_and_stores_its_partial(
+    db: Database, servers: Callable[..., Server]
+) -> None:
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        cid = new_conversation(client)
+        run_id = start_run(client, cid, "use tool lookup then tell me the words")
+        seen = read_events(client, run_id, stop_after=12)  # the tool step is done, words are streaming
+        assert any(e.data["type"] == "tool.finished" for e in seen)
+        r = client.post(f"/v1/runs/{run_id}/cancel")
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "canceled"
+        replay = read_events(client, run_id)
+        again = client.post(f"/v1/runs/{run_id}/cancel")
+        stored = client.get(f"/v1/conversations/{cid}").json()["messages"]
+        after = start_run(client, cid, "and now?")  # the conversation is free again
+    assert replay[-1].data["type"] == "run.canceled"
+    assert [e.seq for e in replay] == list(range(1, len(replay) + 1))
+    assert sum(e.data["type"] == "text.delta" for e in replay) < WORDS
+    assert again.status_code == 200
+    assert again.json()["status"] == "canceled"
+    roles = [m["role"] for m in stored]
+    assert roles[:3] == ["user", "assistant", "tool"]  # the prompt and the completed tool step
+    assert stored[0]["parts"][0]["text"].startswith("use tool lookup")
+    assert after
+
+
+def test_a_second_run_on_a_busy_conversation_gets_409(db: Database, servers: Callable[..., Server]) -> None:
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        cid = new_conversation(client)
+        first = start_run(client, cid, PROMPT)
+        r = client.post(f"/v1/conversations/{cid}/runs", json={"prompt": "again"})
+        wait_status(client, first, ("completed",))
+    assert r.status_code == 409
+    error = r.json()["error"]
+    assert error["type"] == "conflict"
+    assert first in error["message"]
+    assert "active run" in error["message"]
+
+
+def test_finished_run_replays_after_a_restart(db: Database, servers: Callable[..., Server]) -> None:
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        run_id = start_run(client, new_conversation(client), PROMPT)
+        before = read_events(client, run_id)
+    server.stop()
+    again = servers(db)
+    with again.client(token) as client:
+        after = read_events(client, run_id)
+        tail = read_events(client, run_id, last_event_id=before[-3].seq)
+    assert after == before
+    assert tail == before[-2:]
+
+
+def test_reattach_on_another_process_gets_the_complete_stream(
+    db: Database, servers: Callable[..., Server]
+) -> None:
+    """Two processes on one database (PostgreSQL: LISTEN/NOTIFY; SQLite: polling)."""
+    shared = db
+    token = add_user(shared, "alice")
+    a, b = servers(shared), servers(shared)
+    with a.client(token) as on_a, b.client(token) as on_b:
+        whole = read_events(on_a, start_run(on_a, new_conversation(on_a), PROMPT))
+        run_id = start_run(on_a, new_conversation(on_a), PROMPT)
+        first = read_events(on_a, run_id, stop_after=4)
+        rest = read_events(on_b, run_id, last_event_id=first[-1].seq)  # live, from another process
+    joined = first + rest
+    assert [e.seq for e in joined] == list(range(1, len(joined) + 1))
+    assert normalized(joined) == normalized(whole)
+
+
+def test_cancel_on_another_process_stops_the_run(db: Database, servers: Callable[..., Server]) -> None:
+    shared = db
+    token = add_user(shared, "alice")
+    a, b = servers(shared), servers(shared)
+    with a.client(token) as on_a, b.client(token) as on_b:
+        run_id = start_run(on_a, new_conversation(on_a), PROMPT)
+        read_events(on_a, run_id, stop_after=3)
+        r = on_b.post(f"/v1/runs/{run_id}/cancel")
+        events = read_events(on_b, run_id)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "canceled"
+    assert events[-1].data["type"] == "run.canceled"
+
+
+def test_cancel_mid_answer_stores_the_text_streamed_so_far(
+    db: Database, servers: Callable[..., Server]
+) -> None:
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        cid = new_conversation(client)
+        run_id = start_run(client, cid, PROMPT)
+        read_events(client, run_id, stop_after=8)
+        assert client.post(f"/v1/runs/{run_id}/cancel").json()["status"] == "canceled"
+        events = read_events(client, run_id)
+        stored = client.get(f"/v1/conversations/{cid}").json()["messages"]
+    streamed = "".join(e.data["text"] for e in events if e.data["type"] == "text.delta")
+    assert 0 < len(streamed.split()) < WORDS
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[0]["parts"][0]["text"] == PROMPT
+    assert stored[1]["stopReason"] == "canceled"
+    assert stored[1]["parts"][0]["text"] == streamed
