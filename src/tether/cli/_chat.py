@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from tether.agent import Agent, StoreRecorder
+from tether.agent._demo_tools import DEMO_TOOLS
 from tether.cli._common import fail, out_console
-from tether.cli._demo_tools import DEMO_TOOLS
 from tether.cli._formats import export_messages
 from tether.cli._history import build_processor
 from tether.cli._logging import configure_logging
