@@ -238,3 +238,23 @@ async def _fork_and_read(store: Store, at_version: object) -> object:
     loaded = await store.load("bob", fork)
     await store.delete("bob", fork)
     return loaded
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda: SQLiteStore("a\x00b.db"), "path"),
+        (lambda: SQLiteStore(5), "path"),  # type: ignore[arg-type]
+        (lambda: SQLiteStore("x.db", busy_timeout=-1), "busy_timeout"),
+        (lambda: SQLiteStore("x.db", busy_timeout="30"), "busy_timeout"),  # type: ignore[arg-type]
+        (lambda: SQLiteStore("x.db", mmap_size=-1), "mmap_size"),
+        (lambda: SQLiteStore("x.db", synchronous="OFF"), "synchronous"),  # type: ignore[arg-type]
+        (lambda: SQLiteStore("x.db", clock=5), "clock"),  # type: ignore[arg-type]
+        (lambda: PostgresStore("postgresql://unused@127.0.0.1/none", schema=f"s{LONE}"), "schema"),
+        (lambda: PostgresStore("postgresql://unused@127.0.0.1/none", schema="s\x00"), "schema"),
+        (lambda: PostgresStore("postgresql://unused@127.0.0.1/none", clock="now"), "clock"),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_constructor_arguments_are_user_errors(make: Callable[[], object], fragment: str) -> None:
+    with pytest.raises(UserError, match=fragment):
+        make()

@@ -89,7 +89,12 @@ class SQLiteStore:
             raise UserError(f"busy_timeout must be seconds from 0 to 86400, not {busy_timeout!r}")
         if not callable(clock):
             raise UserError("clock must be a function returning seconds since the epoch")
-        self.path = os.fspath(path)
+        try:
+            self.path = os.fspath(path)
+        except TypeError:
+            raise UserError(f"path must be a file path, not a {type(path).__name__}") from None
+        if "\x00" in str(self.path):
+            raise UserError("path must not contain a NUL character")
         self._codec = RowCodec(keyring, require_encryption)
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
