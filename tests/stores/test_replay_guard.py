@@ -169,12 +169,12 @@ def test_sqlite_processes_claiming_the_same_tokens_win_each_once(tmp_path: Path)
     asyncio.run(setup())
     children = [
         subprocess.Popen(
-            [sys.executable, str(CHILD), "claim", str(db), str(n)],
+            [sys.executable, str(CHILD), "claim", str(db), str(n), str(k * n // 4)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
-        for _ in range(4)
+        for k in range(4)  # each starts at another quarter of the tokens
     ]
     for child in children:
         assert child.stdout is not None

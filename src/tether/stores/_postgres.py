@@ -137,11 +137,17 @@ class PostgresStore:
         self._codec.check_writable()
 
     @asynccontextmanager
-    async def _tx(self) -> AsyncGenerator[_Conn]:
+    async def _tx(self, *, single: bool = False) -> AsyncGenerator[_Conn]:
+        """A pooled connection inside a transaction; ``single``: in autocommit, for one statement
+        that is atomic by itself (saves the BEGIN and COMMIT round trips)."""
         pool = await self._open()
         try:
-            async with pool.connection() as conn, conn.transaction():
-                yield conn
+            async with pool.connection() as conn:
+                if single:
+                    yield conn
+                else:
+                    async with conn.transaction():
+                        yield conn
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL: {exc}") from exc
 
@@ -440,7 +446,7 @@ class PostgresStore:
         """See ``Store.claim_token``. One statement: stores of every process on the same tables
         agree on the single winner."""
         digest, expires_at = check_claim(digest, expires_at)
-        async with self._tx() as conn:
+        async with self._tx(single=True) as conn:  # one statement: atomic on its own
             return await ledger.claim(conn, digest, expires_at, self._clock())
 
     # -- maintenance --------------------------------------------------------------------------
