@@ -248,10 +248,6 @@ class RowCodec:
         except UnicodeDecodeError:
             raise CorruptRecord(f"{name} is not UTF-8", conversation_id=conversation_id, seq=0) from None
 
-    def needs_reseal(self, key_id: str | None) -> bool:
-        """True when a row is not sealed with the keyring's current key."""
-        return self.keyring is not None and key_id != self.keyring.current
-
     # -- row work shared by the SQL stores -------------------------------------------------------
     def info(self, owner: str, row: Sequence[Any]) -> ConversationInfo:
         """A conversation row (the ``CONVERSATION_COLUMNS``) as its summary line."""
