@@ -159,9 +159,9 @@ def check_claim(digest: object, expires_at: object) -> tuple[str, float]:
         if not 0 <= expires_at <= MAX_COUNT:
             raise UserError(f"expires_at must be seconds since the epoch (>= 0), not {show(expires_at)}")
         return digest, float(expires_at)
-    if type(expires_at) is not float or not math.isfinite(expires_at) or expires_at < 0:
+    if not isinstance(expires_at, float) or not math.isfinite(expires_at) or expires_at < 0:
         raise UserError(f"expires_at must be seconds since the epoch (>= 0), not {show(expires_at)}")
-    return str(digest), expires_at
+    return digest, float(expires_at)
 
 
 # -- counts: paging, versions, batch sizes -----------------------------------------------------------
