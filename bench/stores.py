@@ -278,12 +278,56 @@ async def postgres_writers(writers: int, appends: int) -> None:
             await s.close()
 
 
+async def replay_guard(tmp: Path, n: int) -> None:
+    """``claim_token`` cost per call: a fresh guard, and one holding ``n`` expired claims (each
+    call deletes at most 64 of them, so the cost stays bounded)."""
+    import hashlib
+
+    print(f"\nreplay guard: claim_token, {n} claims per run (µs per call)")
+    digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(2 * n)]
+    now = time.time()
+
+    async def run(store: Any, batch: list[str]) -> None:
+        for d in batch:
+            await store.claim_token(d, now + 3600)
+
+    sqlite_store = SQLiteStore(tmp / "guard.db")
+    await sqlite_store.create(OWNER, "probe")
+    t = await best(lambda: run(sqlite_store, digests[:n]), 1)
+    line("SQLiteStore, fresh digests", f"{t / n * 1e6:,.0f}")
+    clock = [now]
+    aged = SQLiteStore(tmp / "aged.db", clock=lambda: clock[0])
+    for d in digests[:n]:
+        await aged.claim_token(d, now + 1)
+    clock[0] = now + 10  # every claim above has expired
+    t = await best(lambda: run(aged, digests[n:]), 1)
+    line(f"SQLiteStore, {n:,} expired claims to purge along the way", f"{t / n * 1e6:,.0f}")
+    await sqlite_store.close()
+    await aged.close()
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    pg = PostgresStore(DSN, schema=schema, open_timeout=5)
+    try:
+        try:
+            await pg.create(OWNER, "probe")
+        except tether.StoreError as exc:
+            print(f"  PostgreSQL skipped: {exc}")
+            return
+        t = await best(lambda: run(pg, digests[:n]), 1)
+        line("PostgresStore, fresh digests", f"{t / n * 1e6:,.0f}")
+    finally:
+        if pg._ready:  # pyright: ignore[reportPrivateUsage]
+            async with pg._tx() as conn:  # pyright: ignore[reportPrivateUsage]
+                await conn.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
+        await pg.close()
+
+
 async def main(quick: bool) -> None:
     print(f"tether stores benchmark (python {sys.version.split()[0]}{', quick' if quick else ''})")
     with tempfile.TemporaryDirectory() as tmp:
         await append_and_load(Path(tmp), 1000 if quick else 4000)
         await append_cost_vs_length(Path(tmp), 10, 10_000 if quick else 100_000)
         await load_vs_loads(Path(tmp), 10_000)
+        await replay_guard(Path(tmp), 500 if quick else 2000)
     await postgres_writers(8, 50 if quick else 200)
 
 

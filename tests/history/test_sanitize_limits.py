@@ -3,6 +3,7 @@ properties hold that shortcut to the exact rule on small limits and random non-A
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from tether import (
     ToolResult,
 )
 from tether.history import SanitizeLimits, sanitize_history
+from tether.history._limits import MESSAGE_FIELDS, part_size, utf8_size
 from tether.messages import Role
 
 FIELDS = ("run_id", "conversation_id", "provider", "model", "stop_reason", "response_id")
@@ -147,3 +149,67 @@ def test_truncated_calls_are_the_ones_whose_arguments_are_not_an_object(history:
         if isinstance(p, ToolCall) and p.truncated
     }
     assert {(r.message, r.call_id, r.name) for r in report.repair.truncated} == expected
+
+
+# -- every string field of the model counts, including ones added later ---------------------------
+def _string_fields(cls: type) -> list[str]:
+    """The fields of a struct typed ``str`` or ``str | None``: the strings the limits must count."""
+    return [f.name for f in msgspec.structs.fields(cls) if f.type in (str, str | None)]
+
+
+def _name(value: object) -> str:
+    return value.__name__ if isinstance(value, type) else str(value)
+
+
+_BASES: dict[type, object] = {
+    Text: Text("t"),
+    ToolCall: ToolCall("c1", "f", "{}"),
+    Reasoning: Reasoning("r"),
+    ToolResult: ToolResult("c1", "f", (Text("ok"),)),
+    Image: Image(url="https://e.com/i.png"),
+    Document: Document(url="https://e.com/d.pdf"),
+}
+
+
+@pytest.mark.parametrize(
+    ("cls", "name"), [(cls, name) for cls in _BASES for name in _string_fields(cls)], ids=_name
+)
+def test_part_size_counts_every_string_field_of_every_part_kind(cls: type, name: str) -> None:
+    base = _BASES[cls]
+    grown = msgspec.structs.replace(base, **{name: "é" * 7})  # type: ignore[type-var]
+    before = getattr(base, name) or ""
+    assert part_size(grown, len) - part_size(base, len) == 7 - len(before)
+    assert part_size(grown, utf8_size) - part_size(base, utf8_size) == 14 - len(before.encode())
+
+
+def _in_a_history(part: object) -> tuple[list[Message], str]:
+    """A history holding ``part`` where its kind may sit, and where the limits name it."""
+    call = Message("assistant", (ToolCall("c1", "f"),))
+    if isinstance(part, ToolResult):
+        return [Message("user", (Text("q"),)), call, Message("tool", (part,))], "message 2, part 0"
+    if isinstance(part, ToolCall | Reasoning):
+        return [Message("user", (Text("q"),)), Message("assistant", (Text("a"), part))], "message 1, part 1"
+    return [Message("user", (Text("q"), part))], "message 0, part 1"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("cls", "name"), [(cls, name) for cls in _BASES for name in _string_fields(cls)], ids=_name
+)
+def test_a_huge_string_in_any_field_of_any_part_is_over_the_part_limit(cls: type, name: str) -> None:
+    part = msgspec.structs.replace(_BASES[cls], **{name: "x" * 5000})  # type: ignore[type-var]
+    history, where = _in_a_history(part)
+    with pytest.raises(HistoryTooLarge) as info:
+        sanitize_history(history, limits=SanitizeLimits(max_part_bytes=1000))
+    assert (info.value.limit, info.value.where) == ("max_part_bytes", where)
+    if isinstance(part, Text | Image | Document):  # the same inside a tool result's content
+        result = ToolResult("c1", "f", (Text("ok"), part))
+        tail = [Message("assistant", (ToolCall("c1", "f"),)), Message("tool", (result,))]
+        with pytest.raises(HistoryTooLarge) as inside:
+            sanitize_history(
+                [Message("user", (Text("q"),)), *tail], limits=SanitizeLimits(max_part_bytes=1000)
+            )
+        assert inside.value.where == "message 2, part 0, content 1"
+
+
+def test_the_message_fields_the_limits_count_are_every_string_field_of_a_message() -> None:
+    assert set(MESSAGE_FIELDS) == set(_string_fields(Message))

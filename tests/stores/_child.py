@@ -3,11 +3,15 @@
 _child.py crash  DB SEED          append batches to 3 conversations forever (until SIGKILL), printing
                                   "ready" once open and each batch's tag once its append returned
 _child.py writer DB CID K N       append N messages "K:i" one by one with expected_version + retry
+_child.py claim  DB N START       wait for "go" on stdin, claim the digests of tokens 0..N-1 from
+                                  START on (wrapping), print the index of each claim this process
+                                  won, then "done"
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import sys
 
@@ -54,9 +58,26 @@ async def writer(path: str, cid: str, k: int, n: int) -> None:
     print(f"conflicts {conflicts}", flush=True)
 
 
+def digest(i: int) -> str:
+    return hashlib.sha256(f"token-{i}".encode()).hexdigest()
+
+
+async def claim(path: str, n: int, start: int) -> None:
+    async with SQLiteStore(path) as store:
+        print("ready", flush=True)
+        sys.stdin.readline()  # all processes start claiming together
+        for j in range(n):
+            i = (start + j) % n
+            if await store.claim_token(digest(i), 4_000_000_000.0):
+                print(i, flush=True)
+    print("done", flush=True)
+
+
 if __name__ == "__main__":
     mode, db, *rest = sys.argv[1:]
-    if mode == "crash":
+    if mode == "claim":
+        asyncio.run(claim(db, int(rest[0]), int(rest[1])))
+    elif mode == "crash":
         asyncio.run(crash(db, int(rest[0])))
     else:
         asyncio.run(writer(db, rest[0], int(rest[1]), int(rest[2])))

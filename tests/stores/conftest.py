@@ -57,7 +57,11 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
 
 class OpenStore(Protocol):
     def __call__(
-        self, *, keyring: Keyring | None = None, clock: Callable[[], float] | None = None
+        self,
+        *,
+        keyring: Keyring | None = None,
+        clock: Callable[[], float] | None = None,
+        require_encryption: bool | None = None,
     ) -> Store: ...
 
 
@@ -81,13 +85,20 @@ async def open_store(
     schema = request.getfixturevalue("pg_schema") if backend == "postgres" else ""
     dsn = request.getfixturevalue("pg_dsn") if backend == "postgres" else ""
 
-    def make(*, keyring: Keyring | None = None, clock: Callable[[], float] | None = None) -> Store:
+    def make(
+        *,
+        keyring: Keyring | None = None,
+        clock: Callable[[], float] | None = None,
+        require_encryption: bool | None = None,
+    ) -> Store:
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         if backend == "memory":
             if "store" not in memory:
                 memory["store"] = MemoryStore(**extra)
             return memory["store"]
         store: Store
+        if require_encryption is not None:
+            extra["require_encryption"] = require_encryption
         if backend == "sqlite":
             store = SQLiteStore(tmp_path / "tether.db", keyring=keyring, **extra)
         else:

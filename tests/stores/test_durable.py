@@ -43,7 +43,11 @@ async def test_migrations_are_named_recorded_and_guarded(open_store: OpenStore, 
     await store.create(ALICE)
     await store.close()
     await open_store().create(ALICE)  # reopening applies nothing twice
-    assert raw_sql("SELECT name FROM tether_migrations") == [("0001_conversations_messages_ledger",)]
+    assert sorted(raw_sql("SELECT name FROM tether_migrations")) == [
+        ("0001_conversations_messages_ledger",),
+        ("0002_replay_guards",),
+        ("0003_store_meta",),
+    ]
     raw_sql("INSERT INTO tether_migrations (name, applied_at) VALUES (?, ?)", "9999_from_the_future", 0.0)
     with pytest.raises(StoreError, match=r"newer than this tether.*9999_from_the_future"):
         await open_store().create(ALICE)

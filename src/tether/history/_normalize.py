@@ -27,6 +27,7 @@ __all__ = [
     "UnpairedReason",
     "close_calls",
     "normalize_history",
+    "repair_pairing",
 ]
 
 INTERRUPTED_TEXT = "interrupted before execution; no result was produced"
@@ -99,6 +100,15 @@ class HistoryRepair:
 
 
 _EMPTY = HistoryRepair()
+_NOBODY = Message("assistant")
+
+
+class _AnyObject(msgspec.Struct):
+    """Matches any JSON object: decoding one validates the text without building values."""
+
+
+# The test of ``ToolCall.truncated`` without the property call, once per call of the pass.
+_object_checker = msgspec.json.Decoder(_AnyObject)
 
 
 def close_calls(
@@ -148,79 +158,83 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
     Returns a new list holding the very same message objects wherever nothing changed, and a
     ``HistoryRepair``. Deterministic and idempotent; never rewrites content.
     """
-    msgs = as_messages(history, "normalize_history")
-    out: list[Message] = []
-    append = out.append
+    return repair_pairing(as_messages(history, "normalize_history"))
+
+
+def repair_pairing(msgs: Sequence[Message]) -> tuple[list[Message], HistoryRepair]:
+    """``normalize_history`` on messages already checked by ``as_messages``: one pass, left to
+    right. ``block`` holds the calls of the last assistant message still waiting for a result
+    while the tool messages right after it are read; the next other message closes it. The
+    output list is built from the first change on (until then it is ``msgs[:i]``)."""
+    check_arguments = _object_checker.decode
+    out: list[Message] | None = None
     synthesized: list[CallRef] = []
     dropped: list[CallRef] = []
     duplicate_at: set[int] = set()  # indexes into ``dropped`` of duplicates (reason known inline)
     removed: list[int] = []
     truncated: list[CallRef] = []
     unpaired: list[CallRef] = []
-    n = len(msgs)
-    i = 0
-    while i < n:
-        m = msgs[i]
+    block: dict[str, ToolCall] | None = None  # call id -> call, in call order; None: no block
+    caller = _NOBODY  # the assistant message of the block
+    caller_at = 0
+    for i, m in enumerate(msgs):
         role = m.role
-        if role == "tool":  # a tool message that does not follow a call block: all orphans
-            dropped.extend(CallRef(i, r.call_id, r.name) for r in m.parts if type(r) is ToolResult)
-            removed.append(i)
-            i += 1
+        if role == "tool":
+            parts: tuple[ToolResult, ...] = m.parts  # type: ignore[assignment]  # a tool message
+            if block is None:  # a tool message that does not follow a call block: all orphans
+                dropped.extend(CallRef(i, r.call_id, r.name) for r in parts if type(r) is ToolResult)
+                removed.append(i)
+                if out is None:
+                    out = list(msgs[:i])
+                continue
+            pop = block.pop
+            for r in parts:
+                if pop(r.call_id, None) is None:  # not a result the block waits for
+                    keep = _drop_results(parts, r, block, caller, i, dropped, duplicate_at)
+                    break
+            else:
+                if parts:  # every result answers a call of the block: kept as it is
+                    if out is not None:
+                        out.append(m)
+                    continue
+                keep = []
+            if out is None:
+                out = list(msgs[:i])
+            if keep:
+                out.append(replace(m, parts=tuple(keep)))
+            else:
+                removed.append(i)
             continue
-        append(m)
-        i += 1
+        if block:  # the block just ended with calls unanswered
+            if out is None:
+                out = list(msgs[:i])
+            out.append(_synthesize(block, caller_at, synthesized))
+        block = None
+        if out is not None:
+            out.append(m)
         if role != "assistant":
             continue
-        pending: dict[str, ToolCall] | None = None
         for part in m.parts:
             if type(part) is not ToolCall:
                 continue
-            if part.truncated:
-                truncated.append(CallRef(i - 1, part.id, part.name))
+            try:
+                check_arguments(part.arguments)
+            except (msgspec.DecodeError, RecursionError):  # exactly ToolCall.truncated
+                truncated.append(CallRef(i, part.id, part.name))
             cid = part.id
             if not cid:
-                unpaired.append(CallRef(i - 1, cid, part.name, "no-id"))
-            elif pending is None:
-                pending = {cid: part}
-            elif cid in pending:
-                unpaired.append(CallRef(i - 1, cid, part.name, "duplicate-id"))
+                unpaired.append(CallRef(i, cid, part.name, "no-id"))
+            elif block is None:
+                block = {cid: part}
+                caller, caller_at = m, i
+            elif cid in block:
+                unpaired.append(CallRef(i, cid, part.name, "duplicate-id"))
             else:
-                pending[cid] = part
-        if pending is None:
-            continue  # following tool messages, if any, are orphans: the loop head drops them
-        a_index = i - 1
-        # ``pending`` keeps the calls still waiting for a result, in call order.
-        while i < n:
-            t = msgs[i]
-            if t.role != "tool":
-                break
-            keep: list[ToolResult] | None = None
-            parts: tuple[ToolResult, ...] = t.parts  # type: ignore[assignment]  # a tool message
-            pop = pending.pop
-            for r in parts:
-                if pop(r.call_id, None) is not None:
-                    if keep is not None:
-                        keep.append(r)
-                    continue
-                if _calls(m, r.call_id):  # its call is right here: an earlier result answered it
-                    duplicate_at.add(len(dropped))
-                dropped.append(CallRef(i, r.call_id, r.name))
-                if keep is None:
-                    keep = list(parts[: _position(parts, r)])
-            if keep is None and parts:
-                append(t)
-            elif keep:
-                append(replace(t, parts=tuple(keep)))
-            else:
-                removed.append(i)
-            i += 1
-        if pending:
-            content = (Text(INTERRUPTED_TEXT),)
-            results = tuple(
-                ToolResult(c.id or "", c.name, content, synthesized=True) for c in pending.values()
-            )
-            append(Message("tool", results))
-            synthesized.extend(CallRef(a_index, r.call_id, r.name) for r in results)
+                block[cid] = part
+    if out is None:
+        out = list(msgs)
+    if block:
+        out.append(_synthesize(block, caller_at, synthesized))
     if not (synthesized or dropped or removed or truncated or unpaired):
         return out, _EMPTY
     if dropped:
@@ -230,8 +244,37 @@ def normalize_history(history: Iterable[Message]) -> tuple[list[Message], Histor
     )
 
 
-def _position(parts: tuple[ToolResult, ...], part: ToolResult) -> int:
-    return next(k for k, p in enumerate(parts) if p is part)
+def _drop_results(
+    parts: tuple[ToolResult, ...],
+    stray: ToolResult,
+    block: dict[str, ToolCall],
+    caller: Message,
+    i: int,
+    dropped: list[CallRef],
+    duplicate_at: set[int],
+) -> list[ToolResult]:
+    """The results of tool message ``i`` kept once ``stray`` turned out not to answer a call the
+    block waits for (the results before it did); the others are recorded as dropped."""
+    first = next(k for k, r in enumerate(parts) if r is stray)
+    keep = list(parts[:first])
+    pop = block.pop
+    for k in range(first, len(parts)):
+        r = parts[k]
+        if k > first and pop(r.call_id, None) is not None:
+            keep.append(r)
+            continue
+        if _calls(caller, r.call_id):  # its call is right here: an earlier result answered it
+            duplicate_at.add(len(dropped))
+        dropped.append(CallRef(i, r.call_id, r.name))
+    return keep
+
+
+def _synthesize(waiting: dict[str, ToolCall], caller_at: int, synthesized: list[CallRef]) -> Message:
+    """The tool message closing the calls still waiting, in call order (rule 1 of ADR 0002)."""
+    content = (Text(INTERRUPTED_TEXT),)
+    results = tuple(ToolResult(c.id or "", c.name, content, synthesized=True) for c in waiting.values())
+    synthesized.extend(CallRef(caller_at, r.call_id, r.name) for r in results)
+    return Message("tool", results)
 
 
 def _calls(assistant_message: Message, call_id: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -28,35 +28,61 @@ _list_decoder = msgspec.json.Decoder(list[Message])
 _one_decoder = msgspec.json.Decoder(Message)
 _PATH = re.compile(r" - at `(\$[^`]*)`$")
 _PART = re.compile(r"^part (\d+) \(")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_any_decoder = msgspec.json.Decoder()
 
 
 def dumps(messages: Iterable[Message]) -> bytes:
     """Encode messages as the tether JSON contract (a JSON array).
 
-    Text that is not valid Unicode (a lone surrogate, which JSON text cannot carry) raises
-    ``UserError`` naming the message index."""
+    A string that is not valid Unicode (a lone surrogate, which JSON text cannot carry) in any
+    field raises ``UserError`` naming the message index and the field's JSON path."""
     if not isinstance(messages, list | tuple):
         messages = list(messages)
     try:
         return _encoder.encode(messages)
-    except UnicodeEncodeError:
+    except (UnicodeEncodeError, TypeError, ValueError):
         for index, message in enumerate(messages):
-            _encode_one(message, f"message {index}")
+            _encode_one(message, f"message {index}", f"$[{index}]")
         raise
 
 
 def dumps_message(message: Message) -> bytes:
-    """Encode one message as a JSON object."""
-    return _encode_one(message, "the message")
+    """Encode one message as a JSON object (errors as for ``dumps``)."""
+    return _encode_one(message, "the message", "$")
 
 
-def _encode_one(message: Message, where: str) -> bytes:
+def _encode_one(message: Message, where: str, root: str) -> bytes:
     try:
         return _encoder.encode(message)
     except UnicodeEncodeError as exc:
+        path = _unencodable(msgspec.to_builtins(message), root) or root
         raise UserError(
-            f"{where} holds text that is not valid Unicode ({exc.reason}): JSON cannot carry it"
+            f"{where} holds text that is not valid Unicode ({exc.reason}) at {path}: JSON cannot carry it"
         ) from None
+    except (TypeError, ValueError) as exc:  # a field holding something that is not JSON at all
+        raise UserError(f"{where} cannot be encoded: {exc}") from None
+
+
+def _unencodable(value: object, path: str) -> str | None:
+    """The JSON path of the first string under ``value`` that UTF-8 cannot encode."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return path
+        return None
+    if isinstance(value, dict):
+        for key, item in cast("dict[str, object]", value).items():
+            found = _unencodable(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(cast("list[object]", value)):
+            found = _unencodable(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> list[Message]:
@@ -84,10 +110,49 @@ def _decode(decoder: msgspec.json.Decoder[Any], data: Any) -> Any:
         raise DecodeError(f"{text} at {path}", path=path) from None
     except msgspec.DecodeError as exc:
         raise DecodeError(f"not valid JSON: {exc} at $", path="$") from None
+    except UnicodeEncodeError as exc:  # a str holding a lone surrogate: not valid Unicode text
+        text = cast(str, data)
+        path = _surrogate_path(text)
+        raise DecodeError(
+            f"text holds a lone surrogate (U+{ord(text[exc.start]):04X} at character {exc.start}), "
+            f"which is not valid Unicode, at {path}",
+            path=path,
+        ) from None
     except RecursionError:
         raise DecodeError("JSON nested too deeply at $", path="$") from None
     except TypeError as exc:  # not bytes or str at all
         raise DecodeError(f"cannot decode {type(data).__name__}: {exc}", path="$") from None
+
+
+def _surrogate_path(text: str) -> str:
+    """The JSON path of the first string of ``text`` holding a lone surrogate (``$`` when the
+    surrogate is not inside a string of an otherwise valid JSON document)."""
+    sentinel = next((chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text), None)
+    if sentinel is None:  # every private-use character is taken: say only that it is there
+        return "$"
+    try:
+        value = _any_decoder.decode(_SURROGATE.sub(sentinel, text))
+    except (msgspec.DecodeError, RecursionError):
+        return "$"
+    return _holding(value, sentinel, "$") or "$"
+
+
+def _holding(value: object, sentinel: str, path: str) -> str | None:
+    if isinstance(value, str):
+        return path if sentinel in value else None
+    if isinstance(value, dict):
+        for key, item in cast("dict[str, object]", value).items():
+            if sentinel in key:
+                return path  # an object key: the path names the object
+            found = _holding(item, sentinel, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(cast("list[object]", value)):
+            found = _holding(item, sentinel, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 def json_schema() -> dict[str, Any]:

@@ -1,7 +1,11 @@
-"""What every store shares: argument checks, the row codec, and the values derived from a batch."""
+"""What every store shares: argument checks, the values derived from a batch, and the loops of
+``purge`` and ``reencrypt``. Every store checks its arguments here, before it touches any data,
+so a bad argument is the same ``UserError`` on every store."""
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
@@ -9,28 +13,35 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 
-import msgspec
-
-from tether.errors import ConflictError, CorruptRecord, EncryptionError, NotFound, StoreError, UserError
+from tether.errors import ConflictError, EncryptionError, NotFound, StoreError, UserError
 from tether.messages import Message, Text, ToolResult, dumps_message, new_id
-from tether.stores._crypto import Keyring
-from tether.stores._protocol import ConversationInfo, ExpireHook, OnCorrupt, Store, ToolEffect
+from tether.stores._protocol import ExpireHook, OnCorrupt, Store
 
 __all__ = [
     "CONVERSATION_COLUMNS",
+    "GUARD_PURGE_BATCH",
+    "MAX_COUNT",
+    "MAX_ID_CHARS",
     "MIGRATION_FAMILIES",
     "PREVIEW_CHARS",
     "BatchFacts",
-    "RowCodec",
     "batch_facts",
     "check_append",
+    "check_batch",
+    "check_call",
+    "check_claim",
+    "check_count",
+    "check_failed",
     "check_id",
     "check_ids",
-    "check_limit",
     "check_load",
+    "check_optional_count",
+    "check_paging",
+    "check_purge",
     "check_tool_call",
     "check_version",
     "conflict",
+    "encode_batch",
     "fork_point",
     "id_or_new",
     "idle_filter",
@@ -41,6 +52,7 @@ __all__ = [
     "purge_cutoff",
     "purge_with_hook",
     "reencrypt_batches",
+    "show",
     "to_datetime",
     "unknown_call",
 ]
@@ -48,11 +60,16 @@ __all__ = [
 PREVIEW_CHARS = 200
 MIGRATION_FAMILIES = ("serve_",)
 """Prefixes of migration names kept in ``tether_migrations`` by other lists than the store's."""
+MAX_ID_CHARS = 512
+MAX_COUNT = (1 << 63) - 1
+"""The largest paging or version argument: a signed 64-bit integer, what both databases hold."""
+GUARD_PURGE_BATCH = 64
+"""How many expired replay-guard rows one ``claim_token`` call deletes at most."""
 CONVERSATION_COLUMNS = (
     "pk, id, version, created_at, updated_at, preview_key, preview, last_model, forked_from, forked_at"
 )
 """The conversation row as ``RowCodec.info`` reads it (the SQL stores select exactly these)."""
-_message_decoder = msgspec.json.Decoder(Message)
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def now() -> float:
@@ -64,12 +81,37 @@ def to_datetime(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
+def show(value: object) -> str:
+    """A short description of a bad argument for an error message: never the repr of a huge
+    value, never a call into an arbitrary object's ``__repr__``."""
+    if type(value) is int:
+        bits = value.bit_length()
+        return repr(value) if bits <= 128 else f"an int of {bits} bits"
+    if value is None or type(value) is bool or type(value) is float:
+        return repr(value)
+    if isinstance(value, str):
+        text = str.__repr__(value)
+        return text if len(text) <= 80 else f"{text[:60]}... ({len(value)} characters)"
+    return f"a {type(value).__name__}"
+
+
+# -- ids -----------------------------------------------------------------------------------------
 def check_id(value: object, what: str) -> str:
+    """An id argument (owner, conversation, run, call, tool name, schema): a non-empty string of at
+    most 512 characters that every store keeps as it is — valid Unicode (no lone surrogate, which
+    UTF-8 cannot carry) and no NUL character (PostgreSQL text cannot hold one)."""
     if not isinstance(value, str) or not value:
-        raise UserError(f"{what} must be a non-empty string, not {value!r}")
-    if len(value) > 512:
-        raise UserError(f"{what} is longer than 512 characters")
-    return value
+        raise UserError(f"{what} must be a non-empty string, not {show(value)}")
+    if len(value) > MAX_ID_CHARS:
+        raise UserError(f"{what} is longer than {MAX_ID_CHARS} characters ({len(value)})")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise UserError(f"{what} is not valid Unicode: a lone surrogate at index {exc.start}") from None
+    if "\x00" in value:
+        raise UserError(f"{what} must not contain a NUL character (index {value.index(chr(0))})")
+    return value if type(value) is str else str.__str__(value)  # a str subclass as the plain str
 
 
 def id_or_new(value: str | None, what: str) -> str:
@@ -77,22 +119,92 @@ def id_or_new(value: str | None, what: str) -> str:
     return new_id() if value is None else check_id(value, what)
 
 
-def check_ids(owner: object, conversation_id: object) -> None:
-    check_id(owner, "owner")
-    check_id(conversation_id, "conversation_id")
+def check_ids(owner: object, conversation_id: object) -> tuple[str, str]:
+    """``(owner, conversation_id)``, checked, as plain strings."""
+    return check_id(owner, "owner"), check_id(conversation_id, "conversation_id")
 
 
-def check_limit(limit: int | None) -> None:
-    if limit is not None and (type(limit) is not int or limit < 0):
-        raise UserError(f"limit must be an int >= 0, not {limit!r}")
+def check_call(run_id: object, call_id: object) -> tuple[str, str]:
+    """The ledger key of ``record_tool_finished`` (and of ``record_tool_started``)."""
+    return check_id(run_id, "run_id"), check_id(call_id, "call_id")
 
 
-def check_tool_call(run_id: str, call_id: str, tool_name: str, arguments: str) -> None:
-    """The arguments of ``record_tool_started`` beyond owner and conversation id."""
-    for value, what in ((run_id, "run_id"), (call_id, "call_id"), (tool_name, "tool_name")):
-        check_id(value, what)
-    if not isinstance(arguments, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+def check_tool_call(
+    run_id: object, call_id: object, tool_name: object, arguments: object
+) -> tuple[str, str, str, str]:
+    """The arguments of ``record_tool_started`` beyond owner and conversation id, checked."""
+    run, call = check_call(run_id, call_id)
+    name = check_id(tool_name, "tool_name")
+    if not isinstance(arguments, str):
         raise UserError(f"arguments must be the raw JSON text (str), not {type(arguments).__name__}")
+    if not arguments.isascii():
+        try:
+            arguments.encode()
+        except UnicodeEncodeError as exc:
+            raise UserError(
+                f"arguments are not valid Unicode: a lone surrogate at index {exc.start}"
+            ) from None
+    return run, call, name, str.__str__(arguments)
+
+
+def check_failed(failed: object) -> bool:
+    if type(failed) is not bool:
+        raise UserError(f"failed must be True or False, not {show(failed)}")
+    return failed
+
+
+def check_claim(digest: object, expires_at: object) -> tuple[str, float]:
+    """``claim_token``'s arguments: a hex SHA-256 (64 lowercase hex characters) and a finite
+    expiry in seconds since the epoch (>= 0)."""
+    if type(digest) is not str or _DIGEST.fullmatch(digest) is None:
+        raise UserError(f"digest must be a hex SHA-256 (64 lowercase hex characters), not {show(digest)}")
+    if type(expires_at) is int:
+        if not 0 <= expires_at <= MAX_COUNT:
+            raise UserError(f"expires_at must be seconds since the epoch (>= 0), not {show(expires_at)}")
+        return digest, float(expires_at)
+    if not isinstance(expires_at, float) or not math.isfinite(expires_at) or expires_at < 0:
+        raise UserError(f"expires_at must be seconds since the epoch (>= 0), not {show(expires_at)}")
+    return digest, float(expires_at)
+
+
+# -- counts: paging, versions, batch sizes -----------------------------------------------------------
+def check_count(value: object, what: str) -> int:
+    """A paging or version argument: an ``int`` (not a bool) from 0 to 2**63 - 1 — the range both
+    databases hold — else ``UserError`` naming it. The one check every store uses."""
+    if type(value) is not int:
+        raise UserError(f"{what} must be an int >= 0, not {show(value)}")
+    if not 0 <= value <= MAX_COUNT:
+        raise UserError(f"{what} must be an int from 0 to 2**63 - 1, not {show(value)}")
+    return value
+
+
+def check_optional_count(value: object, what: str) -> int | None:
+    return None if value is None else check_count(value, what)
+
+
+def check_paging(limit: object, offset: object) -> tuple[int | None, int]:
+    """``conversations``' ``limit`` (``None``: no limit) and ``offset``."""
+    return check_optional_count(limit, "limit"), check_count(offset, "offset")
+
+
+def check_batch(batch: object) -> int:
+    """``reencrypt``'s batch size: at least 1."""
+    size = check_count(batch, "batch")
+    if size < 1:
+        raise UserError("batch must be at least 1")
+    return size
+
+
+def encode_batch(messages: Sequence[Message]) -> list[bytes]:
+    """The tether JSON of each message of an append (done before any lock is taken); a message
+    the contract cannot carry is a ``UserError`` naming its index in the batch."""
+    encoded: list[bytes] = []
+    for index, message in enumerate(messages):
+        try:
+            encoded.append(dumps_message(message))
+        except UserError as exc:
+            raise UserError(f"append: item {index}: {exc}") from None
+    return encoded
 
 
 def check_append(messages: Sequence[Message], expected_version: int | None) -> None:
@@ -101,20 +213,27 @@ def check_append(messages: Sequence[Message], expected_version: int | None) -> N
     for index, message in enumerate(messages):
         if type(message) is not Message:
             raise UserError(f"append: item {index} is a {type(message).__name__}, not a Message")
-    if expected_version is not None and (
-        type(expected_version) is not int or expected_version < 0  # pyright: ignore[reportUnnecessaryComparison]
-    ):
-        raise UserError(f"expected_version must be an int >= 0, not {expected_version!r}")
+    check_optional_count(expected_version, "expected_version")
 
 
 def check_load(tail: int | None, since: int | None, on_corrupt: OnCorrupt) -> None:
+    check_optional_count(tail, "tail")
+    check_optional_count(since, "since")
     if tail is not None and since is not None:
         raise UserError("load takes tail or since, not both")
-    for name, value in (("tail", tail), ("since", since)):
-        if value is not None and (type(value) is not int or value < 0):
-            raise UserError(f"{name} must be an int >= 0, not {value!r}")
     if on_corrupt not in ("raise", "skip"):
-        raise UserError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
+        raise UserError(f"on_corrupt must be 'raise' or 'skip', not {show(on_corrupt)}")
+
+
+def check_purge(older_than: object, owner: object, on_expire: object) -> None:
+    if not isinstance(older_than, timedelta):
+        raise UserError(f"older_than must be a timedelta, not {show(older_than)}")
+    if older_than < timedelta(0):
+        raise UserError(f"older_than must not be negative, not {older_than}")
+    if owner is not None:
+        check_id(owner, "owner")
+    if on_expire is not None and not callable(on_expire):
+        raise UserError(f"on_expire must be an async function, not {show(on_expire)}")
 
 
 def load_offset(conversation_id: str, version: int, tail: int | None, since: int | None) -> int:
@@ -130,10 +249,11 @@ def load_offset(conversation_id: str, version: int, tail: int | None, since: int
 
 def fork_point(at_version: int | None, version: int) -> int:
     """The version ``fork`` copies up to: ``at_version`` checked against the source, default all."""
-    at = version if at_version is None else at_version
-    if type(at) is not int or not 0 <= at <= version:
-        raise UserError(f"at_version must be between 0 and {version}, not {at_version!r}")
-    return at
+    if at_version is None:
+        return version
+    if not at_version <= version:
+        raise UserError(f"at_version must be between 0 and {version}, not {show(at_version)}")
+    return at_version
 
 
 def check_version(conversation_id: str, expected_version: int | None, version: int) -> None:
@@ -141,10 +261,8 @@ def check_version(conversation_id: str, expected_version: int | None, version: i
         raise conflict(conversation_id, expected_version, version)
 
 
-def purge_cutoff(now: float, older_than: timedelta, owner: str | None) -> float:
-    """The ``updated_at`` before which ``purge`` deletes (checks ``owner`` when given)."""
-    if owner is not None:
-        check_id(owner, "owner")
+def purge_cutoff(now: float, older_than: timedelta) -> float:
+    """The ``updated_at`` before which ``purge`` deletes (arguments already passed ``check_purge``)."""
     return now - older_than.total_seconds()
 
 
@@ -181,6 +299,8 @@ class BatchFacts:
     ``results`` holds ``(run_id, call_id)`` per tool result, the run id being the tool message's
     (``None`` when unstamped): a result closes the open ledger entry of that call in that run, or
     of that call in any run when the message carries no run id (a ledger closure or a repair).
+    ``last_model`` is a listing column: a NUL in it (which PostgreSQL text cannot hold) is shown
+    as U+FFFD on every store.
     """
 
     preview: str | None
@@ -205,250 +325,9 @@ def batch_facts(messages: Iterable[Message]) -> BatchFacts:
         elif role == "tool":
             run_id = message.run_id
             answered.extend((run_id, p.call_id) for p in message.parts if type(p) is ToolResult)
+    if last_model is not None and "\x00" in last_model:
+        last_model = last_model.replace("\x00", "\ufffd")
     return BatchFacts(preview, last_model, tuple(answered))
-
-
-def _aad(owner: str, conversation_id: str, kind: str, where: int | str) -> bytes:
-    return msgspec.json.encode(["tether-v1", owner, conversation_id, kind, where])
-
-
-class RowCodec:
-    """Turns messages into stored rows and back, encrypting when a keyring is set.
-
-    A row is ``(key_id, data)``: ``key_id`` is ``None`` for plaintext (``data`` is the message's
-    tether JSON) or names the key that sealed ``data`` (nonce + AES-GCM ciphertext), with owner,
-    conversation id, kind and sequence number as associated data.
-    """
-
-    __slots__ = ("keyring",)
-
-    def __init__(self, keyring: Keyring | None) -> None:
-        self.keyring = keyring
-
-    # -- messages ---------------------------------------------------------------------------
-    @staticmethod
-    def encode(messages: Sequence[Message]) -> list[bytes]:
-        """The tether JSON of each message (done before any lock is taken)."""
-        return [dumps_message(m) for m in messages]
-
-    def seal(
-        self, owner: str, conversation_id: str, first_seq: int, encoded: Sequence[bytes]
-    ) -> list[tuple[int, str | None, bytes]]:
-        """Rows ``(seq, key_id, data)`` for encoded messages numbered from ``first_seq``."""
-        keyring = self.keyring
-        if keyring is None:
-            return [(first_seq + i, None, data) for i, data in enumerate(encoded)]
-        rows: list[tuple[int, str | None, bytes]] = []
-        for index, data in enumerate(encoded):
-            seq = first_seq + index
-            key_id, sealed = keyring.encrypt(data, _aad(owner, conversation_id, "msg", seq))
-            rows.append((seq, key_id, sealed))
-        return rows
-
-    def open_row(self, owner: str, conversation_id: str, seq: int, key_id: str | None, data: bytes) -> bytes:
-        """The plaintext JSON of one stored message row."""
-        if key_id is None:
-            return data
-        if self.keyring is None:
-            raise EncryptionError(
-                f"row is encrypted with key {key_id!r} but the store has no keyring "
-                f"(conversation {conversation_id}, seq {seq})"
-            )
-        return self.keyring.decrypt(
-            key_id, data, _aad(owner, conversation_id, "msg", seq), where=_where(conversation_id, seq)
-        )
-
-    def decode_rows(
-        self,
-        owner: str,
-        conversation_id: str,
-        rows: Sequence[tuple[int, str | None, bytes]],
-        first_seq: int,
-        last_seq: int,
-        on_corrupt: OnCorrupt,
-    ) -> tuple[list[Message], list[CorruptRecord]]:
-        """Decode rows ``first_seq..last_seq`` (distinct, ascending) in order. A bad or missing row
-        raises, or with ``on_corrupt="skip"`` is reported and left out."""
-        if len(rows) == last_seq - first_seq + 1:  # all there: try the fast path first
-            decode = _message_decoder.decode
-            try:
-                if self.keyring is None:
-                    return [decode(data) for _, _, data in rows], []
-                return [
-                    decode(self.open_row(owner, conversation_id, seq, key_id, data))
-                    for seq, key_id, data in rows
-                ], []
-            except (StoreError, msgspec.DecodeError, RecursionError, TypeError, ValueError):
-                pass  # find and name the bad row below
-        return self._decode_slowly(owner, conversation_id, rows, first_seq, last_seq, on_corrupt)
-
-    @staticmethod
-    def decode_plain(datas: Sequence[tuple[bytes]]) -> list[Message] | None:
-        """Decode plaintext rows ``(data,)`` in one pass; ``None`` if any fails (then call
-        ``decode_rows`` with full rows to name it)."""
-        decode = _message_decoder.decode
-        try:
-            return [decode(data) for (data,) in datas]
-        except (msgspec.DecodeError, RecursionError, TypeError, ValueError):
-            return None
-
-    def _decode_slowly(
-        self,
-        owner: str,
-        conversation_id: str,
-        rows: Sequence[tuple[int, str | None, bytes]],
-        first_seq: int,
-        last_seq: int,
-        on_corrupt: OnCorrupt,
-    ) -> tuple[list[Message], list[CorruptRecord]]:
-        out: list[Message] = []
-        bad: list[CorruptRecord] = []
-        decode = _message_decoder.decode
-        expected = first_seq
-        for seq, key_id, data in rows:
-            if seq != expected:
-                missing = CorruptRecord(
-                    f"message rows {expected}..{seq - 1} are missing",
-                    conversation_id=conversation_id,
-                    seq=expected,
-                )
-                if on_corrupt == "raise":
-                    raise missing
-                bad.append(missing)
-            expected = seq + 1
-            try:
-                text = data if key_id is None else self.open_row(owner, conversation_id, seq, key_id, data)
-                out.append(decode(text))
-            except EncryptionError as exc:
-                if on_corrupt == "raise":
-                    raise
-                bad.append(
-                    CorruptRecord(f"row does not decrypt: {exc}", conversation_id=conversation_id, seq=seq)
-                )
-            except (msgspec.DecodeError, RecursionError, TypeError, ValueError) as exc:
-                error = CorruptRecord(
-                    f"stored message is not valid tether JSON: {exc}",
-                    conversation_id=conversation_id,
-                    seq=seq,
-                )
-                if on_corrupt == "raise":
-                    raise error from None
-                bad.append(error)
-        if expected <= last_seq:
-            missing = CorruptRecord(
-                f"message rows {expected}..{last_seq} are missing",
-                conversation_id=conversation_id,
-                seq=expected,
-            )
-            if on_corrupt == "raise":
-                raise missing
-            bad.append(missing)
-        return out, bad
-
-    # -- small encrypted fields (preview, tool arguments) --------------------------------------
-    def seal_field(
-        self, owner: str, conversation_id: str, kind: str, where: int | str, text: str
-    ) -> tuple[str | None, bytes]:
-        data = text.encode()
-        if self.keyring is None:
-            return None, data
-        return self.keyring.encrypt(data, _aad(owner, conversation_id, kind, where))
-
-    def open_field(
-        self, owner: str, conversation_id: str, kind: str, where: int | str, key_id: str | None, data: bytes
-    ) -> str:
-        if key_id is not None:
-            if self.keyring is None:
-                raise EncryptionError(
-                    f"{kind} of conversation {conversation_id} is encrypted with key {key_id!r} "
-                    "but the store has no keyring"
-                )
-            data = self.keyring.decrypt(
-                key_id, data, _aad(owner, conversation_id, kind, where), where=f"{kind} of {conversation_id}"
-            )
-        try:
-            return bytes(data).decode()
-        except UnicodeDecodeError:
-            raise StoreError(f"{kind} of conversation {conversation_id} is not UTF-8") from None
-
-    def needs_reseal(self, key_id: str | None) -> bool:
-        """True when a row is not sealed with the keyring's current key."""
-        return self.keyring is not None and key_id != self.keyring.current
-
-    # -- row work shared by the SQL stores -------------------------------------------------------
-    def info(self, owner: str, row: Sequence[Any]) -> ConversationInfo:
-        """A conversation row (the ``CONVERSATION_COLUMNS``) as its summary line."""
-        _, cid, version, created, updated, preview_key, preview, last_model, forked_from, forked_at = row
-        return ConversationInfo(
-            conversation_id=cid,
-            version=version,
-            created_at=to_datetime(created),
-            updated_at=to_datetime(updated),
-            preview=None
-            if preview is None
-            else self.open_field(owner, cid, "preview", 0, preview_key, preview),
-            last_model=last_model,
-            forked_from=None if forked_from is None else (forked_from, forked_at),
-        )
-
-    def seal_preview(
-        self, owner: str, conversation_id: str, preview: str | None
-    ) -> tuple[str | None, bytes | None]:
-        """``(preview_key, preview)`` column values; ``(None, None)`` when there is no preview."""
-        if preview is None:
-            return None, None
-        return self.seal_field(owner, conversation_id, "preview", 0, preview)
-
-    def copy_rows(
-        self, owner: str, source_id: str, target_id: str, rows: Sequence[tuple[int, str | None, bytes]]
-    ) -> list[tuple[int, str | None, bytes]]:
-        """Rows ``(seq, key_id, data)`` of ``source_id`` for its fork ``target_id``: sealed rows are
-        bound to their conversation, so they are re-sealed; plaintext rows are kept as they are."""
-        copied: list[tuple[int, str | None, bytes]] = []
-        for seq, key_id, data in rows:
-            if key_id is None:
-                copied.append((seq, None, data))
-            else:
-                plain = self.open_row(owner, source_id, seq, key_id, data)
-                copied.extend(self.seal(owner, target_id, seq, [plain]))
-        return copied
-
-    def reseal_row(
-        self, owner: str, conversation_id: str, seq: int, key_id: str | None, data: bytes
-    ) -> tuple[str | None, bytes]:
-        """One message row sealed again with the current key: ``(key_id, data)``."""
-        _, new_key, sealed = self.seal(
-            owner, conversation_id, seq, [self.open_row(owner, conversation_id, seq, key_id, data)]
-        )[0]
-        return new_key, sealed
-
-    def reseal_field(
-        self, owner: str, conversation_id: str, kind: str, where: int | str, key_id: str | None, data: bytes
-    ) -> tuple[str | None, bytes]:
-        """One small field (preview, tool arguments) sealed again with the current key."""
-        text = self.open_field(owner, conversation_id, kind, where, key_id, data)
-        return self.seal_field(owner, conversation_id, kind, where, text)
-
-    def effects(self, owner: str, conversation_id: str, rows: Iterable[Sequence[Any]]) -> list[ToolEffect]:
-        """Ledger rows ``(run_id, call_id, tool_name, started_at, finished_at, failed, arguments_key,
-        arguments)`` as ``ToolEffect`` values, the arguments opened."""
-        return [
-            ToolEffect(
-                conversation_id=conversation_id,
-                run_id=str(run_id),
-                call_id=str(call_id),
-                tool_name=str(tool_name),
-                arguments=self.open_field(owner, conversation_id, "tool", call_id, arguments_key, arguments),
-                started_at=to_datetime(float(started_at)),
-                finished=finished_at is not None,
-                failed=bool(failed),
-            )
-            for run_id, call_id, tool_name, started_at, finished_at, failed, arguments_key, arguments in rows
-        ]
-
-
-def _where(conversation_id: str, seq: int) -> str:
-    return f"conversation {conversation_id}, seq {seq}"
 
 
 async def purge_with_hook(
@@ -473,12 +352,12 @@ async def purge_with_hook(
     return deleted
 
 
-async def reencrypt_batches(codec: RowCodec, one_batch: Callable[[str], Awaitable[int]]) -> int:
+async def reencrypt_batches(current: str | None, one_batch: Callable[[str], Awaitable[int]]) -> int:
     """The ``reencrypt`` loop: run ``one_batch(current_key_id)`` (one transaction each) until it
-    rewrites nothing; return how many rows were rewritten in all."""
-    if codec.keyring is None:
+    rewrites nothing; return how many rows were rewritten in all. ``current`` is the keyring's
+    current key id (``None``: the store has no keyring)."""
+    if current is None:
         raise EncryptionError("reencrypt needs a store opened with a keyring")
-    current = codec.keyring.current
     total = 0
     while done := await one_batch(current):
         total += done

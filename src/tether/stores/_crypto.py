@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tether.errors import EncryptionError, MissingExtra, UserError
+from tether.stores._common import check_id
 
 try:
     from cryptography.exceptions import InvalidTag as _invalid_tag
@@ -21,9 +22,10 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     _aesgcm = None
     _invalid_tag = ValueError
 
-__all__ = ["Keyring"]
+__all__ = ["Keyring", "stored_bytes"]
 
 _NONCE = 12
+_TAG = 16
 
 
 class Keyring:
@@ -43,6 +45,7 @@ class Keyring:
         for key_id, key in keys.items():
             if not isinstance(key_id, str) or not key_id or len(key_id) > 64:  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise UserError(f"key id must be a non-empty string of at most 64 characters, not {key_id!r}")
+            check_id(key_id, "key id")  # stored next to each row: text every database can hold
             if not isinstance(key, bytes) or len(key) != 32:  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise UserError(f"key {key_id!r} must be 32 bytes (AES-256)")
             ciphers[key_id] = _aesgcm(key)
@@ -65,17 +68,40 @@ class Keyring:
         nonce = os.urandom(_NONCE)
         return self.current, nonce + self._ciphers[self.current].encrypt(nonce, plaintext, aad)
 
-    def decrypt(self, key_id: str, sealed: bytes, aad: bytes, *, where: str) -> bytes:
+    def decrypt(self, key_id: object, sealed: object, aad: bytes, *, where: str) -> bytes:
         """Open a sealed value; ``EncryptionError`` naming ``where`` if the key is missing or the
-        value fails authentication (tampered, or moved from another conversation or position)."""
-        cipher = self._ciphers.get(key_id)
+        value fails authentication (tampered, cut short, or moved from another conversation or
+        position)."""
+        cipher = self._ciphers.get(key_id) if isinstance(key_id, str) else None
         if cipher is None:
             raise EncryptionError(f"key {key_id!r} is not in the keyring ({where})")
-        sealed = bytes(sealed)
+        value = stored_bytes(sealed)
+        if value is None:
+            raise EncryptionError(
+                f"row failed authentication: the sealed value is stored as {type(sealed).__name__}, "
+                f"not bytes ({where})"
+            )
+        if len(value) < _NONCE + _TAG:
+            raise EncryptionError(
+                f"row failed authentication: the sealed value is {len(value)} bytes, shorter than "
+                f"a nonce and a tag ({where})"
+            )
         try:
-            return cipher.decrypt(sealed[:_NONCE], sealed[_NONCE:], aad)
-        except _invalid_tag:
+            return cipher.decrypt(value[:_NONCE], value[_NONCE:], aad)
+        except (_invalid_tag, ValueError, OverflowError):
             raise EncryptionError(
                 "row failed authentication: tampered, or moved from another conversation "
                 f"or position ({where})"
             ) from None
+
+
+def stored_bytes(value: object) -> bytes | None:
+    """A binary column value as ``bytes``; ``None`` when the database handed back anything else
+    (SQLite keeps whatever type was written into a column)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, memoryview):
+        return value.tobytes()
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -9,14 +11,22 @@ from datetime import timedelta
 
 from tether.messages import Message
 from tether.stores._common import (
+    GUARD_PURGE_BATCH,
     batch_facts,
     check_append,
+    check_call,
+    check_claim,
+    check_failed,
     check_id,
-    check_limit,
+    check_ids,
     check_load,
+    check_optional_count,
+    check_paging,
+    check_purge,
     check_tool_call,
     check_version,
     conflict,
+    encode_batch,
     fork_point,
     id_or_new,
     load_offset,
@@ -45,6 +55,7 @@ class _Effect:
 
 @dataclass(slots=True)
 class _Conversation:
+    pk: int  # creation order: the listing's tie-break, as the SQL stores' primary key
     created_at: float
     updated_at: float
     messages: list[Message] = field(default_factory=lambda: [])
@@ -58,18 +69,21 @@ class MemoryStore:
     """An in-memory ``Store``. Messages are immutable, so they are kept as objects, never copied.
 
     Safe to share between tasks and threads of one process; nothing survives the process.
-    ``clock`` returns seconds since the epoch (retention tests pass their own).
+    ``clock`` returns seconds since the epoch (retention tests pass their own). It refuses what
+    the durable stores refuse (a message the JSON contract cannot carry, a bad id), so code
+    tested against it behaves the same on them.
     """
 
     def __init__(self, *, clock: Callable[[], float] = now) -> None:
         self._data: dict[tuple[str, str], _Conversation] = {}
         self._lock = threading.Lock()
         self._clock = clock
+        self._pks = itertools.count(1)
+        self._guards: dict[str, float] = {}  # digest -> expires_at
+        self._expiries: list[tuple[float, str]] = []  # heap of (expires_at, digest), may be stale
 
     def _get(self, owner: str, conversation_id: str) -> _Conversation:
-        conversation = self._data.get(
-            (check_id(owner, "owner"), check_id(conversation_id, "conversation_id"))
-        )
+        conversation = self._data.get((owner, conversation_id))
         if conversation is None:
             raise not_found(conversation_id)
         return conversation
@@ -87,7 +101,7 @@ class MemoryStore:
 
     async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
         """See ``Store.create``."""
-        check_id(owner, "owner")
+        owner = check_id(owner, "owner")
         cid = id_or_new(conversation_id, "conversation_id")
         with self._lock:
             existing = self._data.get((owner, cid))
@@ -96,7 +110,7 @@ class MemoryStore:
                     return cid
                 raise conflict(cid, 0, len(existing.messages))
             t = self._clock()
-            self._data[(owner, cid)] = _Conversation(created_at=t, updated_at=t)
+            self._data[(owner, cid)] = _Conversation(next(self._pks), created_at=t, updated_at=t)
         return cid
 
     async def append(
@@ -108,7 +122,9 @@ class MemoryStore:
         expected_version: int | None = None,
     ) -> int:
         """See ``Store.append``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
         check_append(messages, expected_version)
+        encode_batch(messages)  # the durable stores' check: the JSON contract can carry each message
         facts = batch_facts(messages)
         with self._lock:
             c = self._get(owner, conversation_id)
@@ -139,6 +155,7 @@ class MemoryStore:
         on_corrupt: OnCorrupt = "raise",
     ) -> Loaded:
         """See ``Store.load``. Memory never holds a corrupt row."""
+        owner, conversation_id = check_ids(owner, conversation_id)
         check_load(tail, since, on_corrupt)
         with self._lock:
             c = self._get(owner, conversation_id)
@@ -150,16 +167,17 @@ class MemoryStore:
         self, owner: str, *, limit: int | None = None, offset: int = 0
     ) -> list[ConversationInfo]:
         """See ``Store.conversations``."""
-        check_id(owner, "owner")
-        check_limit(limit)
+        owner = check_id(owner, "owner")
+        limit, offset = check_paging(limit, offset)
         with self._lock:
             mine = [(cid, c) for (o, cid), c in self._data.items() if o == owner]
-        mine.sort(key=lambda item: (item[1].updated_at, item[0]), reverse=True)
+        mine.sort(key=lambda item: (item[1].updated_at, item[1].pk), reverse=True)
         end = None if limit is None else offset + limit
         return [self._info(cid, c) for cid, c in mine[offset:end]]
 
     async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
         """See ``Store.info``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
         with self._lock:
             return self._info(conversation_id, self._get(owner, conversation_id))
 
@@ -171,6 +189,8 @@ class MemoryStore:
         new_id: str | None = None,
     ) -> str:
         """See ``Store.fork``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        at_version = check_optional_count(at_version, "at_version")
         target = id_or_new(new_id, "new_id")
         with self._lock:
             c = self._get(owner, conversation_id)
@@ -181,6 +201,7 @@ class MemoryStore:
             facts = batch_facts(copied)
             t = self._clock()
             self._data[(owner, target)] = _Conversation(
+                next(self._pks),
                 created_at=t,
                 updated_at=t,
                 messages=list(copied),
@@ -192,6 +213,7 @@ class MemoryStore:
 
     async def delete(self, owner: str, conversation_id: str) -> None:
         """See ``Store.delete``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
         with self._lock:
             self._get(owner, conversation_id)
             del self._data[(owner, conversation_id)]
@@ -204,8 +226,12 @@ class MemoryStore:
         on_expire: ExpireHook | None = None,
     ) -> int:
         """See ``Store.purge``."""
-        cutoff = purge_cutoff(self._clock(), older_than, owner)
+        check_purge(older_than, owner, on_expire)
+        owner = None if owner is None else check_id(owner, "owner")
+        t = self._clock()
+        cutoff = purge_cutoff(t, older_than)
         with self._lock:
+            self._purge_guards(t, None)
             idle = [
                 key
                 for key, c in self._data.items()
@@ -236,7 +262,8 @@ class MemoryStore:
         arguments: str,
     ) -> bool:
         """See ``Store.record_tool_started``."""
-        check_tool_call(run_id, call_id, tool_name, arguments)
+        owner, conversation_id = check_ids(owner, conversation_id)
+        run_id, call_id, tool_name, arguments = check_tool_call(run_id, call_id, tool_name, arguments)
         with self._lock:
             c = self._get(owner, conversation_id)
             key = (run_id, call_id)
@@ -250,6 +277,9 @@ class MemoryStore:
         self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
     ) -> None:
         """See ``Store.record_tool_finished``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        run_id, call_id = check_call(run_id, call_id)
+        failed = check_failed(failed)
         with self._lock:
             c = self._get(owner, conversation_id)
             effect = c.effects.get((run_id, call_id))
@@ -260,6 +290,7 @@ class MemoryStore:
 
     async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         """See ``Store.pending_tool_effects``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
         with self._lock:
             c = self._get(owner, conversation_id)
             pending = [(call_id, e) for (_, call_id), e in c.effects.items() if not e.stored]
@@ -276,6 +307,29 @@ class MemoryStore:
             )
             for call_id, e in sorted(pending, key=lambda item: item[1].started_at)
         ]
+
+    async def claim_token(self, digest: str, expires_at: float) -> bool:
+        """See ``Store.claim_token``."""
+        digest, expires_at = check_claim(digest, expires_at)
+        with self._lock:
+            t = self._clock()
+            self._purge_guards(t, GUARD_PURGE_BATCH)
+            held = self._guards.get(digest)
+            if held is not None and held > t:
+                return False
+            self._guards[digest] = expires_at
+            heapq.heappush(self._expiries, (expires_at, digest))
+            return True
+
+    def _purge_guards(self, t: float, limit: int | None) -> None:
+        """Delete claims expired at ``t`` (at most ``limit``); the lock is held."""
+        expiries, guards = self._expiries, self._guards
+        done = 0
+        while expiries and expiries[0][0] <= t and (limit is None or done < limit):
+            expires, digest = heapq.heappop(expiries)
+            if guards.get(digest) == expires:  # else a stale heap entry: the claim was renewed
+                del guards[digest]
+            done += 1
 
     async def close(self) -> None:
         """Nothing to release."""

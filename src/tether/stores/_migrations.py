@@ -53,6 +53,22 @@ SQLITE: tuple[tuple[str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        "0002_replay_guards",
+        (
+            # single-use token digests (HMAC outputs: not owner-scoped), kept until they expire
+            """CREATE TABLE tether_replay_guards (
+                digest TEXT PRIMARY KEY,
+                expires_at REAL NOT NULL
+            ) WITHOUT ROWID""",
+            "CREATE INDEX tether_replay_guards_expires ON tether_replay_guards (expires_at)",
+        ),
+    ),
+    (
+        "0003_store_meta",
+        # facts about the database as a whole; ('encryption', 'sealed') once every row is sealed
+        ("CREATE TABLE tether_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",),
+    ),
 )
 
 POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -96,5 +112,21 @@ POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
                 PRIMARY KEY (conversation, call_id, run_id)
             )""",
         ),
+    ),
+    (
+        "0002_replay_guards",
+        (
+            # single-use token digests (HMAC outputs: not owner-scoped), kept until they expire
+            """CREATE TABLE tether_replay_guards (
+                digest TEXT PRIMARY KEY,
+                expires_at DOUBLE PRECISION NOT NULL
+            )""",
+            "CREATE INDEX tether_replay_guards_expires ON tether_replay_guards (expires_at)",
+        ),
+    ),
+    (
+        "0003_store_meta",
+        # facts about the database as a whole; ('encryption', 'sealed') once every row is sealed
+        ("CREATE TABLE tether_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",),
     ),
 )

@@ -14,35 +14,40 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any, Self
 
-from tether.errors import MissingExtra, StoreError
+from tether.errors import CorruptRecord, MissingExtra, StoreError, UserError
 from tether.messages import Message
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
-    RowCodec,
     batch_facts,
     check_append,
+    check_batch,
+    check_call,
+    check_claim,
+    check_failed,
     check_id,
     check_ids,
-    check_limit,
     check_load,
+    check_optional_count,
+    check_paging,
+    check_purge,
     check_tool_call,
     check_version,
     conflict,
+    encode_batch,
     fork_point,
     id_or_new,
     idle_filter,
     load_offset,
     not_found,
     now,
-    pending_migrations,
     purge_cutoff,
     purge_with_hook,
     reencrypt_batches,
     unknown_call,
 )
 from tether.stores._crypto import Keyring
-from tether.stores._migrations import POSTGRES
 from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
+from tether.stores._rows import RowCodec
 
 try:
     import psycopg
@@ -50,6 +55,9 @@ try:
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("PostgresStore", "postgres", "psycopg[binary] psycopg-pool") from exc
+
+from tether.stores import _postgres_ledger as ledger
+from tether.stores._postgres_schema import migrate, reseal_or_mark
 
 __all__ = ["PostgresStore"]
 
@@ -60,8 +68,9 @@ _OFF_LOOP_ROWS = 256  # decode bigger loads on a worker thread
 class PostgresStore:
     """A ``Store`` in PostgreSQL. ``dsn`` is a libpq connection string; ``schema`` (created if
     missing) holds the tables, else the server's default search path decides. ``keyring``,
-    ``clock`` as for ``SQLiteStore``. The pool (``min_size``..``max_size`` connections) opens on
-    first use or ``async with``; ``StoreError`` if it cannot connect within ``open_timeout`` seconds."""
+    ``require_encryption`` and ``clock`` as for ``SQLiteStore``. The pool (``min_size``..
+    ``max_size`` connections) opens on first use or ``async with``; ``StoreError`` if it cannot
+    connect within ``open_timeout`` seconds."""
 
     def __init__(
         self,
@@ -69,15 +78,18 @@ class PostgresStore:
         *,
         schema: str | None = None,
         keyring: Keyring | None = None,
+        require_encryption: bool | None = None,
         min_size: int = 1,
         max_size: int = 10,
         open_timeout: float = 30.0,
         clock: Callable[[], float] = now,
     ) -> None:
         if schema is not None:
-            check_id(schema, "schema")
+            schema = check_id(schema, "schema")
+        if not callable(clock):
+            raise UserError("clock must be a function returning seconds since the epoch")
         self.schema = schema
-        self._codec = RowCodec(keyring)
+        self._codec = RowCodec(keyring, require_encryption)
         self._clock = clock
         self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
             dsn,
@@ -113,18 +125,29 @@ class PostgresStore:
                     try:
                         await self._pool.open(wait=True, timeout=self._open_timeout)
                         async with self._pool.connection() as conn:
-                            await _migrate(conn, self.schema)
+                            await migrate(conn, self.schema, self._codec)
                     except psycopg.Error as exc:
                         raise StoreError(f"PostgreSQL: {exc}") from exc
                     self._ready = True
         return self._pool
 
+    async def _writable(self) -> None:
+        """Refuse to write plaintext into a sealed database (its state is read on opening)."""
+        await self._open()
+        self._codec.check_writable()
+
     @asynccontextmanager
-    async def _tx(self) -> AsyncGenerator[_Conn]:
+    async def _tx(self, *, single: bool = False) -> AsyncGenerator[_Conn]:
+        """A pooled connection inside a transaction; ``single``: in autocommit, for one statement
+        that is atomic by itself (saves the BEGIN and COMMIT round trips)."""
         pool = await self._open()
         try:
-            async with pool.connection() as conn, conn.transaction():
-                yield conn
+            async with pool.connection() as conn:
+                if single:
+                    yield conn
+                else:
+                    async with conn.transaction():
+                        yield conn
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL: {exc}") from exc
 
@@ -143,7 +166,7 @@ class PostgresStore:
     # -- the Store protocol -------------------------------------------------------------------
     async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
         """See ``Store.create``."""
-        check_id(owner, "owner")
+        owner = check_id(owner, "owner")
         cid = id_or_new(conversation_id, "conversation_id")
         t = self._clock()
         async with self._tx() as conn:
@@ -166,11 +189,12 @@ class PostgresStore:
         expected_version: int | None = None,
     ) -> int:
         """See ``Store.append``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         check_append(messages, expected_version)
+        encoded = encode_batch(messages)
         facts = batch_facts(messages)
-        encoded = RowCodec.encode(messages)
         codec = self._codec
+        await self._writable()
         async with self._tx() as conn:
             cursor = await conn.execute(
                 "SELECT pk, version, preview IS NULL, open_effects FROM tether_conversations "
@@ -237,7 +261,7 @@ class PostgresStore:
         on_corrupt: OnCorrupt = "raise",
     ) -> Loaded:
         """See ``Store.load``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         check_load(tail, since, on_corrupt)
         async with self._tx() as conn:
             # one snapshot for the version and the rows, even if the conversation is deleted meanwhile
@@ -250,6 +274,10 @@ class PostgresStore:
             if row is None:
                 raise not_found(conversation_id)
             pk, version = row
+            if version < 0:
+                raise CorruptRecord(
+                    f"conversation row holds version {version}", conversation_id=conversation_id, seq=0
+                )
             offset = load_offset(conversation_id, version, tail, since)
             cursor = await conn.execute(
                 "SELECT seq, key_id, data FROM tether_messages "
@@ -269,8 +297,8 @@ class PostgresStore:
         self, owner: str, *, limit: int | None = None, offset: int = 0
     ) -> list[ConversationInfo]:
         """See ``Store.conversations``."""
-        check_id(owner, "owner")
-        check_limit(limit)
+        owner = check_id(owner, "owner")
+        limit, offset = check_paging(limit, offset)
         async with self._tx() as conn:
             cursor = await conn.execute(
                 f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = %s "
@@ -282,7 +310,7 @@ class PostgresStore:
 
     async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
         """See ``Store.info``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         async with self._tx() as conn:
             row = await self._row(conn, owner, conversation_id)
         return self._codec.info(owner, row)
@@ -295,9 +323,11 @@ class PostgresStore:
         new_id: str | None = None,
     ) -> str:
         """See ``Store.fork``. Encrypted rows are re-sealed for the new conversation."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
+        at_version = check_optional_count(at_version, "at_version")
         target = id_or_new(new_id, "new_id")
         codec = self._codec
+        await self._writable()
         async with self._tx() as conn:
             source = await self._row(conn, owner, conversation_id, lock=True)  # not deleted mid-copy
             pk, at = source[0], fork_point(at_version, source[2])
@@ -333,7 +363,7 @@ class PostgresStore:
 
     async def delete(self, owner: str, conversation_id: str) -> None:
         """See ``Store.delete`` (messages and ledger entries go by ``ON DELETE CASCADE``)."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         async with self._tx() as conn:
             cursor = await conn.execute(
                 "DELETE FROM tether_conversations WHERE owner = %s AND id = %s", (owner, conversation_id)
@@ -349,8 +379,13 @@ class PostgresStore:
         on_expire: ExpireHook | None = None,
     ) -> int:
         """See ``Store.purge`` and ``SQLiteStore.purge``."""
-        cutoff = purge_cutoff(self._clock(), older_than, owner)
+        check_purge(older_than, owner, on_expire)
+        owner = None if owner is None else check_id(owner, "owner")
+        t = self._clock()
+        cutoff = purge_cutoff(t, older_than)
         where, params = idle_filter(cutoff, owner, "%s")
+        async with self._tx() as conn:
+            await ledger.purge_guards(conn, t)
         if on_expire is None:
             async with self._tx() as conn:
                 cursor = await conn.execute(f"DELETE FROM tether_conversations WHERE {where}", params)
@@ -380,135 +415,57 @@ class PostgresStore:
         arguments: str,
     ) -> bool:
         """See ``Store.record_tool_started``. Arguments are encrypted like messages."""
-        check_ids(owner, conversation_id)
-        check_tool_call(run_id, call_id, tool_name, arguments)
-        key_id, sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
+        owner, conversation_id = check_ids(owner, conversation_id)
+        run_id, call_id, tool_name, arguments = check_tool_call(run_id, call_id, tool_name, arguments)
+        await self._writable()
+        sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
         async with self._tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
-            cursor = await conn.execute(
-                "INSERT INTO tether_tool_effects (conversation, call_id, run_id, tool_name, arguments_key, "
-                "arguments, started_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                # a closed entry of the same run and call id is a later call reusing the id
-                "ON CONFLICT (conversation, call_id, run_id) DO UPDATE SET tool_name = excluded.tool_name, "
-                "arguments_key = excluded.arguments_key, arguments = excluded.arguments, "
-                "started_at = excluded.started_at, finished_at = NULL, failed = FALSE, stored_seq = NULL "
-                "WHERE tether_tool_effects.stored_seq IS NOT NULL",
-                (pk, call_id, run_id, tool_name, key_id, sealed, self._clock()),
-            )
-            if cursor.rowcount != 1:
-                return False
-            await conn.execute(
-                "UPDATE tether_conversations SET open_effects = open_effects + 1 WHERE pk = %s", (pk,)
-            )
-            return True
+            return await ledger.start_call(conn, pk, run_id, call_id, tool_name, sealed, self._clock())
 
     async def record_tool_finished(
         self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
     ) -> None:
         """See ``Store.record_tool_finished``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
+        run_id, call_id = check_call(run_id, call_id)
+        failed = check_failed(failed)
         async with self._tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
-            cursor = await conn.execute(
-                "UPDATE tether_tool_effects SET finished_at = %s, failed = %s "
-                "WHERE conversation = %s AND call_id = %s AND run_id = %s",
-                (self._clock(), failed, pk, call_id, run_id),
-            )
-            if cursor.rowcount != 1:
+            if not await ledger.finish_call(conn, pk, run_id, call_id, failed, self._clock()):
                 raise unknown_call(call_id, run_id)
 
     async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         """See ``Store.pending_tool_effects``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         async with self._tx() as conn:
-            pk = (await self._row(conn, owner, conversation_id))[0]
-            cursor = await conn.execute(
-                "SELECT run_id, call_id, tool_name, started_at, finished_at, failed, arguments_key, "
-                "arguments FROM tether_tool_effects WHERE conversation = %s AND stored_seq IS NULL "
-                "ORDER BY started_at, call_id",
-                (pk,),
-            )
-            rows = await cursor.fetchall()
+            rows = await ledger.pending_rows(conn, (await self._row(conn, owner, conversation_id))[0])
         return self._codec.effects(owner, conversation_id, rows)
+
+    async def claim_token(self, digest: str, expires_at: float) -> bool:
+        """See ``Store.claim_token``. One statement: stores of every process on the same tables
+        agree on the single winner."""
+        digest, expires_at = check_claim(digest, expires_at)
+        async with self._tx(single=True) as conn:  # one statement: atomic on its own
+            return await ledger.claim(conn, digest, expires_at, self._clock())
 
     # -- maintenance --------------------------------------------------------------------------
     async def reencrypt(self, *, batch: int = 500) -> int:
-        """Re-seal every row not sealed with the keyring's current key; see ``SQLiteStore.reencrypt``."""
+        """Re-seal every row not sealed with the keyring's current key, then record the database
+        as sealed; see ``SQLiteStore.reencrypt``."""
+        size = check_batch(batch)
+        codec = self._codec
 
         async def one_batch(current: str) -> int:
             async with self._tx() as conn:
-                return await _reseal_batch(conn, self._codec, current, batch)
+                return await reseal_or_mark(conn, codec, current, size)
 
-        return await reencrypt_batches(self._codec, one_batch)
+        total = await reencrypt_batches(codec.current, one_batch)
+        codec.settle(True)
+        return total
 
     async def close(self) -> None:
         """Close the pool. Idempotent."""
         if not self._closed:
             self._closed = True
             await self._pool.close()
-
-
-async def _migrate(conn: _Conn, schema: str | None) -> None:
-    """Apply the missing named migrations, recorded by name, in one transaction under an advisory lock."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('tether_migrations'))")
-        if schema is not None:
-            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS tether_migrations "
-            "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
-        )
-        cursor = await conn.execute("SELECT name FROM tether_migrations")
-        for name, statements in pending_migrations({str(r[0]) for r in await cursor.fetchall()}, POSTGRES):
-            for statement in statements:
-                await conn.execute(statement.encode())
-            await conn.execute(
-                "INSERT INTO tether_migrations (name, applied_at) VALUES (%s, %s)", (name, now())
-            )
-
-
-async def _reseal_batch(conn: _Conn, codec: RowCodec, current: str, batch: int) -> int:
-    """Re-seal up to ``batch`` message rows, previews and tool arguments not sealed with the
-    ``current`` key (plaintext included); return how many were rewritten (0: done)."""
-    cursor = await conn.execute(
-        "SELECT m.conversation, c.owner, c.id, m.seq, m.key_id, m.data FROM tether_messages m "
-        "JOIN tether_conversations c ON c.pk = m.conversation "
-        "WHERE m.key_id IS DISTINCT FROM %s LIMIT %s FOR UPDATE OF m",
-        (current, batch),
-    )
-    updates = [
-        (*codec.reseal_row(o, cid, seq, key_id, data), pk, seq)
-        for pk, o, cid, seq, key_id, data in await cursor.fetchall()
-    ]
-    if updates:
-        async with conn.cursor() as cur:
-            await cur.executemany(
-                "UPDATE tether_messages SET key_id = %s, data = %s WHERE conversation = %s AND seq = %s",
-                updates,
-            )
-    done = len(updates)
-    cursor = await conn.execute(
-        "SELECT pk, owner, id, preview_key, preview FROM tether_conversations "
-        "WHERE preview IS NOT NULL AND preview_key IS DISTINCT FROM %s LIMIT %s FOR UPDATE",
-        (current, batch),
-    )
-    for pk, o, cid, key_id, data in await cursor.fetchall():
-        await conn.execute(
-            "UPDATE tether_conversations SET preview_key = %s, preview = %s WHERE pk = %s",
-            (*codec.reseal_field(o, cid, "preview", 0, key_id, data), pk),
-        )
-        done += 1
-    cursor = await conn.execute(
-        "SELECT e.conversation, c.owner, c.id, e.call_id, e.run_id, e.arguments_key, e.arguments "
-        "FROM tether_tool_effects e JOIN tether_conversations c ON c.pk = e.conversation "
-        "WHERE e.arguments_key IS DISTINCT FROM %s LIMIT %s FOR UPDATE OF e",
-        (current, batch),
-    )
-    for pk, o, cid, call_id, run_id, key_id, data in await cursor.fetchall():
-        await conn.execute(
-            "UPDATE tether_tool_effects SET arguments_key = %s, arguments = %s "
-            "WHERE conversation = %s AND call_id = %s AND run_id = %s",
-            (*codec.reseal_field(o, cid, "tool", call_id, key_id, data), pk, call_id, run_id),
-        )
-        done += 1
-    return done

@@ -10,7 +10,8 @@ Errors (all from ``tether.errors``): ``NotFound`` (no such conversation *for thi
 ``ConflictError`` (``expected_version`` did not match), ``CorruptRecord`` (a stored row does not
 decode; names conversation and seq), ``EncryptionError`` (a key is missing or a row fails
 authentication; the message names conversation and seq), ``StoreError`` (anything else),
-``UserError`` (a bad argument).
+``UserError`` (a bad argument: every store checks every argument the same way before it touches
+any data — ids, paging and version numbers, digests).
 """
 
 from __future__ import annotations
@@ -176,7 +177,8 @@ class Store(Protocol):
         on_expire: ExpireHook | None = None,
     ) -> int:
         """Delete conversations not updated for longer than ``older_than`` (of every owner, or of
-        ``owner``); return how many were deleted. ``on_expire`` is the compaction hook."""
+        ``owner``); return how many were deleted. ``on_expire`` is the compaction hook. Expired
+        replay-guard claims (``claim_token``) are deleted too, whatever ``owner`` says."""
         ...
 
     async def record_tool_started(
@@ -210,6 +212,19 @@ class Store(Protocol):
 
     async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         """Entries started but whose tool result was never appended, oldest first."""
+        ...
+
+    async def claim_token(self, digest: str, expires_at: float) -> bool:
+        """Atomically record that the single-use token whose digest is ``digest`` was used.
+
+        ``digest`` is a hex SHA-256 (64 lowercase hex characters, else ``UserError``): the store
+        keeps digests only, never tokens. ``expires_at`` is when the token expires, in seconds
+        since the epoch by the store's clock. Returns True the first time a digest is claimed and
+        False while an unexpired claim of it exists — whichever process, connection or store
+        instance over the same database made it. Claims are not owner-scoped (a digest is an HMAC
+        output: it cannot collide across owners); an expired claim is deleted, a few per call and
+        all of them by ``purge``. The caller still rejects expired tokens itself.
+        """
         ...
 
     async def close(self) -> None:

@@ -13,47 +13,45 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, Self, TypeVar
 
-from tether.errors import StoreError, TetherError, UserError
+from tether.errors import CorruptRecord, StoreError, TetherError, UserError
 from tether.messages import Message
+from tether.stores import _sqlite_ledger as ledger
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
-    RowCodec,
     batch_facts,
     check_append,
+    check_batch,
+    check_call,
+    check_claim,
+    check_failed,
     check_id,
     check_ids,
-    check_limit,
     check_load,
+    check_optional_count,
+    check_paging,
+    check_purge,
     check_tool_call,
     conflict,
+    encode_batch,
     fork_point,
     id_or_new,
     idle_filter,
     load_offset,
     not_found,
     now,
-    pending_migrations,
     purge_cutoff,
     purge_with_hook,
     reencrypt_batches,
     unknown_call,
 )
 from tether.stores._crypto import Keyring
-from tether.stores._migrations import SQLITE
 from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
-from tether.stores._sqlite_rotate import reseal_batch
+from tether.stores._rows import RowCodec
+from tether.stores._sqlite_rotate import reseal_or_mark
+from tether.stores._sqlite_schema import connect
 from tether.stores._worker import Worker
 
 __all__ = ["SQLiteStore"]
-
-# a closed entry (result stored) of the same run and call id is a later call reusing the id: it
-# starts afresh; an open one means this very call was started before and must not run again
-_RESTART = (
-    "ON CONFLICT (conversation, call_id, run_id) DO UPDATE SET tool_name = excluded.tool_name, "
-    "arguments_key = excluded.arguments_key, arguments = excluded.arguments, "
-    "started_at = excluded.started_at, finished_at = NULL, failed = 0, stored_seq = NULL "
-    "WHERE tether_tool_effects.stored_seq IS NOT NULL"
-)
 
 R = TypeVar("R")
 _Tx = Callable[[sqlite3.Connection], R]
@@ -65,6 +63,9 @@ class SQLiteStore:
     """A ``Store`` in one SQLite file (created with its schema on first use).
 
     ``keyring`` turns on encryption at rest for new rows (see ``Keyring``; ``reencrypt`` rotates).
+    ``require_encryption`` refuses rows that are not sealed (``CorruptRecord``): ``True`` always,
+    ``False`` never, ``None`` (default) once the database records that every row is sealed (a
+    database created empty with a keyring, or after ``reencrypt``) — see ADR 0003.
     ``synchronous`` is SQLite's durability setting: ``"NORMAL"`` (default; with WAL a killed process
     never loses a committed batch, a power cut may lose the last ones) or ``"FULL"``.
     ``mmap_size`` is how many bytes of the file SQLite reads through a memory map (0: none).
@@ -76,6 +77,7 @@ class SQLiteStore:
         path: str | os.PathLike[str],
         *,
         keyring: Keyring | None = None,
+        require_encryption: bool | None = None,
         busy_timeout: float = 30.0,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         mmap_size: int = 256 * 1024 * 1024,
@@ -83,8 +85,17 @@ class SQLiteStore:
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise UserError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
-        self.path = os.fspath(path)
-        self._codec = RowCodec(keyring)
+        if type(busy_timeout) not in (int, float) or not 0 <= busy_timeout <= 86_400:
+            raise UserError(f"busy_timeout must be seconds from 0 to 86400, not {busy_timeout!r}")
+        if not callable(clock):
+            raise UserError("clock must be a function returning seconds since the epoch")
+        try:
+            self.path = os.fspath(path)
+        except TypeError:
+            raise UserError(f"path must be a file path, not a {type(path).__name__}") from None
+        if "\x00" in str(self.path):
+            raise UserError("path must not contain a NUL character")
+        self._codec = RowCodec(keyring, require_encryption)
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous
         if type(mmap_size) is not int or mmap_size < 0:
@@ -119,23 +130,9 @@ class SQLiteStore:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            if sqlite3.sqlite_version_info < (3, 35):  # UPDATE ... RETURNING
-                raise StoreError(
-                    f"SQLiteStore needs SQLite >= 3.35, this Python has {sqlite3.sqlite_version}"
-                )
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise StoreError(f"SQLite {self.path!r} cannot use WAL (journal mode {mode})")
-                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-                conn.execute(f"PRAGMA mmap_size = {self._mmap_size}")  # reads skip a copy and a syscall
-                _migrate(conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            self._conn = connect(
+                self.path, self._busy_timeout, self._synchronous, self._mmap_size, self._codec
+            )
         return self._conn
 
     def _write(self, fn: Callable[[sqlite3.Connection], R]) -> R:
@@ -170,7 +167,7 @@ class SQLiteStore:
     # -- the Store protocol -------------------------------------------------------------------
     async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
         """See ``Store.create``."""
-        check_id(owner, "owner")
+        owner = check_id(owner, "owner")
         cid = id_or_new(conversation_id, "conversation_id")
 
         def tx(conn: sqlite3.Connection) -> str:
@@ -199,16 +196,16 @@ class SQLiteStore:
         expected_version: int | None = None,
     ) -> int:
         """See ``Store.append``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         check_append(messages, expected_version)
+        encoded = encode_batch(messages)
         facts = batch_facts(messages)
-        encoded = RowCodec.encode(messages)
         codec = self._codec
-
         n = len(encoded)
         clock = self._clock
 
         def tx(conn: sqlite3.Connection) -> int:
+            codec.check_writable()  # the database's recorded state is known once connected
             # one statement checks the owner and expected_version and bumps the version (the row is
             # write-locked from here to COMMIT); nothing matched: missing, foreign or a conflict
             found = conn.execute(
@@ -266,7 +263,7 @@ class SQLiteStore:
         on_corrupt: OnCorrupt = "raise",
     ) -> Loaded:
         """See ``Store.load``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         check_load(tail, since, on_corrupt)
 
         def read(conn: sqlite3.Connection) -> Loaded:
@@ -277,6 +274,10 @@ class SQLiteStore:
             if row is None:
                 raise not_found(conversation_id)
             pk, version = row
+            if type(version) is not int or not 0 <= version < _SPAN:
+                raise CorruptRecord(
+                    f"conversation row holds version {version!r}", conversation_id=conversation_id, seq=0
+                )
             offset = load_offset(conversation_id, version, tail, since)
             window = (pk * _SPAN + offset, pk * _SPAN + version)
             if self._codec.keyring is None:  # fast path: only the JSON, one decode call per row
@@ -301,8 +302,8 @@ class SQLiteStore:
         self, owner: str, *, limit: int | None = None, offset: int = 0
     ) -> list[ConversationInfo]:
         """See ``Store.conversations``."""
-        check_id(owner, "owner")
-        check_limit(limit)
+        owner = check_id(owner, "owner")
+        limit, offset = check_paging(limit, offset)
 
         def read(conn: sqlite3.Connection) -> list[ConversationInfo]:
             rows = conn.execute(
@@ -316,7 +317,7 @@ class SQLiteStore:
 
     async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
         """See ``Store.info``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         return await self._run(
             self._read, lambda conn: self._codec.info(owner, self._row(conn, owner, conversation_id))
         )
@@ -329,11 +330,13 @@ class SQLiteStore:
         new_id: str | None = None,
     ) -> str:
         """See ``Store.fork``. Encrypted rows are re-sealed for the new conversation."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
+        at_version = check_optional_count(at_version, "at_version")
         target = id_or_new(new_id, "new_id")
         codec = self._codec
 
         def tx(conn: sqlite3.Connection) -> str:
+            codec.check_writable()
             source = self._row(conn, owner, conversation_id)
             pk, at = source[0], fork_point(at_version, source[2])
             existing = conn.execute(
@@ -365,7 +368,7 @@ class SQLiteStore:
 
     async def delete(self, owner: str, conversation_id: str) -> None:
         """See ``Store.delete``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
 
         def tx(conn: sqlite3.Connection) -> None:
             _delete(conn, self._row(conn, owner, conversation_id)[0])
@@ -381,8 +384,12 @@ class SQLiteStore:
     ) -> int:
         """See ``Store.purge``. Without a hook every idle conversation goes in one transaction;
         with one, each is deleted after its hook returns True, unless it was appended to meanwhile."""
-        cutoff = purge_cutoff(self._clock(), older_than, owner)
+        check_purge(older_than, owner, on_expire)
+        owner = None if owner is None else check_id(owner, "owner")
+        t = self._clock()
+        cutoff = purge_cutoff(t, older_than)
         where, params = idle_filter(cutoff, owner, "?")
+        await self._run(self._write, lambda conn: ledger.purge_guards(conn, t))
 
         if on_expire is None:
 
@@ -429,23 +436,14 @@ class SQLiteStore:
         arguments: str,
     ) -> bool:
         """See ``Store.record_tool_started``. Arguments are encrypted like messages."""
-        check_ids(owner, conversation_id)
-        check_tool_call(run_id, call_id, tool_name, arguments)
-        key_id, sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
+        owner, conversation_id = check_ids(owner, conversation_id)
+        run_id, call_id, tool_name, arguments = check_tool_call(run_id, call_id, tool_name, arguments)
+        sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
 
         def tx(conn: sqlite3.Connection) -> bool:
+            self._codec.check_writable()
             pk = self._row(conn, owner, conversation_id)[0]
-            cursor = conn.execute(
-                "INSERT INTO tether_tool_effects (conversation, call_id, run_id, tool_name, "
-                "arguments_key, arguments, started_at) VALUES (?, ?, ?, ?, ?, ?, ?) " + _RESTART,
-                (pk, call_id, run_id, tool_name, key_id, sealed, self._clock()),
-            )
-            if cursor.rowcount != 1:
-                return False
-            conn.execute(
-                "UPDATE tether_conversations SET open_effects = open_effects + 1 WHERE pk = ?", (pk,)
-            )
-            return True
+            return ledger.start_call(conn, pk, run_id, call_id, tool_name, sealed, self._clock())
 
         return await self._run(self._write, tx)
 
@@ -453,48 +451,53 @@ class SQLiteStore:
         self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
     ) -> None:
         """See ``Store.record_tool_finished``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
+        run_id, call_id = check_call(run_id, call_id)
+        failed = check_failed(failed)
 
         def tx(conn: sqlite3.Connection) -> None:
             pk = self._row(conn, owner, conversation_id)[0]
-            cursor = conn.execute(
-                "UPDATE tether_tool_effects SET finished_at = ?, failed = ? "
-                "WHERE conversation = ? AND call_id = ? AND run_id = ?",
-                (self._clock(), int(failed), pk, call_id, run_id),
-            )
-            if cursor.rowcount != 1:
+            if not ledger.finish_call(conn, pk, run_id, call_id, failed, self._clock()):
                 raise unknown_call(call_id, run_id)
 
         await self._run(self._write, tx)
 
     async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         """See ``Store.pending_tool_effects``."""
-        check_ids(owner, conversation_id)
+        owner, conversation_id = check_ids(owner, conversation_id)
         codec = self._codec
 
         def read(conn: sqlite3.Connection) -> list[ToolEffect]:
-            pk = self._row(conn, owner, conversation_id)[0]
-            rows = conn.execute(
-                "SELECT run_id, call_id, tool_name, started_at, finished_at, failed, arguments_key, "
-                "arguments FROM tether_tool_effects WHERE conversation = ? AND stored_seq IS NULL "
-                "ORDER BY started_at, call_id",
-                (pk,),
-            ).fetchall()
+            rows = ledger.pending_rows(conn, self._row(conn, owner, conversation_id)[0])
             return codec.effects(owner, conversation_id, rows)
 
         return await self._run(self._read, read)
+
+    async def claim_token(self, digest: str, expires_at: float) -> bool:
+        """See ``Store.claim_token``. One ``BEGIN IMMEDIATE`` transaction: claims of every process
+        on the file queue on the database lock."""
+        digest, expires_at = check_claim(digest, expires_at)
+        return await self._run(
+            self._write, lambda conn: ledger.claim(conn, digest, expires_at, self._clock())
+        )
 
     # -- maintenance --------------------------------------------------------------------------
     async def reencrypt(self, *, batch: int = 500) -> int:
         """Re-seal every row not sealed with the keyring's current key (including plaintext rows)
         and return how many were rewritten. Runs in transactions of ``batch`` rows, so it can run
-        while the store is in use; afterwards keys other than ``current`` can be retired."""
+        while the store is in use; afterwards keys other than ``current`` can be retired. The last
+        transaction, finding nothing left to seal, records the database as sealed: from then on a
+        store opened with a keyring refuses unsealed rows unless ``require_encryption=False``
+        (in strict mode ``reencrypt`` itself refuses an unsealed row instead of sealing it)."""
+        size = check_batch(batch)
         codec = self._codec
 
         async def one_batch(current: str) -> int:
-            return await self._run(self._write, lambda conn: reseal_batch(conn, codec, current, batch))
+            return await self._run(self._write, lambda conn: reseal_or_mark(conn, codec, current, size))
 
-        return await reencrypt_batches(codec, one_batch)
+        total = await reencrypt_batches(codec.current, one_batch)
+        codec.settle(True)
+        return total
 
     async def close(self) -> None:
         """Close the connection and its thread. Idempotent."""
@@ -546,21 +549,3 @@ def _delete(conn: sqlite3.Connection, pk: int) -> None:
     conn.execute("DELETE FROM tether_messages WHERE id > ? AND id < ?", (pk * _SPAN, (pk + 1) * _SPAN))
     conn.execute("DELETE FROM tether_tool_effects WHERE conversation = ?", (pk,))
     conn.execute("DELETE FROM tether_conversations WHERE pk = ?", (pk,))
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Apply the missing named migrations, each recorded in the same transaction."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS tether_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        applied = {r[0] for r in conn.execute("SELECT name FROM tether_migrations")}
-        for name, statements in pending_migrations(applied, SQLITE):
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute("INSERT INTO tether_migrations (name, applied_at) VALUES (?, ?)", (name, now()))
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import sqlite3
 
-from tether.stores._common import RowCodec
+from tether.stores._rows import RowCodec
+from tether.stores._sqlite_schema import mark_sealed
 
-__all__ = ["reseal_batch"]
+__all__ = ["reseal_batch", "reseal_or_mark"]
+
+
+def reseal_or_mark(conn: sqlite3.Connection, codec: RowCodec, current: str, batch: int) -> int:
+    """One ``reencrypt`` transaction: re-seal a batch, or — nothing left — record the database
+    sealed in the same transaction that found nothing unsealed."""
+    done = reseal_batch(conn, codec, current, batch)
+    if not done:
+        mark_sealed(conn)
+    return done
 
 
 def reseal_batch(conn: sqlite3.Connection, codec: RowCodec, current: str, batch: int) -> int:
