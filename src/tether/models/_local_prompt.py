@@ -117,7 +117,9 @@ def render_chatml(
                 for spec in tools:
                     function = spec["function"]
                     parameters = json.dumps(function.get("parameters") or {}, ensure_ascii=False)
-                    listing.append(f"\nfunctions.{function['name']}:\n{parameters}\n")
+                    about = " ".join(str(function.get("description") or "").split())
+                    comment = f"// {about}\n" if about else ""  # the handler's template drops it
+                    listing.append(f"\nfunctions.{function['name']}:\n{comment}{parameters}\n")
                 listing.append(_TOOLS_FOOTER)
                 out.append(("".join(listing), False))
         elif role == "assistant":
