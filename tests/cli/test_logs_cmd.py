@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tether import Reasoning, ToolCall, ToolResult, assistant, loads, tool, user
+from tether.cli._store import short_conversation_id, short_ids
 from tether.stores import SQLiteStore
 
 from ._cli_support import Invoke, assert_one_line_error
@@ -60,12 +61,78 @@ def test_list_newest_first_with_preview_count_and_model(
     assert rows[0]["model"] == "other-model"
     assert rows[1]["preview"] == "what is 6 times 7?"
     assert rows[1]["messages"] == 4
+    # two ids made a moment apart: their ends differ, so 8 characters are enough
+    assert [r["short_id"] for r in rows] == [second[-8:], first[-8:]]
 
     table = invoke("logs", "list", "--db", str(db))
     assert table.exit_code == 0
-    assert table.stdout.index(second) < table.stdout.index(first)
+    assert first not in table.stdout  # the table shows the short forms
+    assert table.stdout.index(second[-8:]) < table.stdout.index(first[-8:])
     assert "what is 6 times 7?" in table.stdout
     assert "other-model" in table.stdout
+
+
+# ids made minutes apart share their leading characters; these also share their last eight
+TWINS = (
+    "01a22fdb-9c11-7000-8000-111122223333",
+    "01a22fdb-9d42-7000-8000-999922223333",
+    "22223333-0000-7000-8000-cccccccccccc",  # begins with what the others end with
+)
+
+
+async def _seed_twins(path: Path) -> None:
+    async with SQLiteStore(path) as store:
+        for index, cid in enumerate(TWINS):
+            await store.create(OWNER, cid)
+            await store.append(OWNER, cid, [user(f"prompt {index}"), assistant(f"reply {index}")])
+
+
+def test_a_unique_ending_finds_a_conversation_when_beginnings_are_shared(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    db = tmp_path / "twins.db"
+    asyncio.run(_seed_twins(db))
+    rows = json.loads(invoke("logs", "list", "--db", str(db), "--json").stdout)
+    short = {r["conversation_id"]: r["short_id"] for r in rows}
+    # the shortest ending no other id begins or ends with, never under 8 characters
+    assert short == {TWINS[0]: "122223333", TWINS[1]: "922223333", TWINS[2]: "cccccccc"}
+    table = invoke("logs", "list", "--db", str(db)).stdout
+    assert all(form in table for form in short.values())
+    for cid, form in short.items():
+        shown = invoke("logs", "show", form, "--db", str(db))
+        assert shown.exit_code == 0, shown.output
+        assert cid in shown.stdout
+    # typed in capitals, or as a unique beginning, it is found too
+    assert TWINS[1] in invoke("logs", "show", "922223333".upper(), "--db", str(db)).stdout
+    assert TWINS[2] in invoke("logs", "show", "22223333-0", "--db", str(db)).stdout
+
+
+def test_an_ambiguous_id_lists_the_candidates_by_their_short_forms(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "twins.db"
+    asyncio.run(_seed_twins(db))
+    line = assert_one_line_error(
+        invoke("logs", "show", "01a22fdb", "--db", str(db)), "'01a22fdb' is ambiguous"
+    )
+    assert "122223333" in line
+    assert "922223333" in line
+    assert "'prompt 0'" in line
+    assert "cccccccc" not in line
+    # an ending shared by two ids and the beginning of a third: all three are candidates
+    line = assert_one_line_error(invoke("logs", "export", "22223333", "--db", str(db)), "3 conversations")
+    assert all(form in line for form in ("122223333", "922223333", "cccccccc"))
+
+
+async def test_short_conversation_id_for_the_chat(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "twins.db") as store:
+        for cid in TWINS:
+            await store.create(OWNER, cid)
+        assert await short_conversation_id(store, OWNER, TWINS[0]) == "122223333"
+        assert await short_conversation_id(store, OWNER, TWINS[2]) == "cccccccc"
+        # a conversation not stored yet (a new chat) is shortened against the stored ones
+        assert (
+            await short_conversation_id(store, OWNER, "01a22fdb-9e00-7000-8000-000022223333") == "022223333"
+        )
+    assert short_ids(["short"]) == {"short": "short"}  # under 8 characters: the id itself
 
 
 def test_list_is_scoped_to_the_owner(invoke: Invoke, seeded: tuple[Path, str, str]) -> None:

@@ -17,9 +17,15 @@ from tether.cli._common import (
     to_jsonable,
     write_output,
 )
-from tether.cli._formats import export_messages
 from tether.cli._render import preview, render_messages, render_report
-from tether.cli._store import DEFAULT_OWNER, DbOpt, OwnerOpt, open_store, resolve_conversation
+from tether.cli._store import (
+    DEFAULT_OWNER,
+    DbOpt,
+    OwnerOpt,
+    open_store,
+    resolve_conversation,
+    short_ids,
+)
 from tether.messages import dumps
 
 __all__ = ["logs_app"]
@@ -31,7 +37,9 @@ logs_app = typer.Typer(
 CidArg = Annotated[
     str | None,
     typer.Argument(
-        help="Conversation id or a unique prefix of one; the most recent when omitted.", show_default=False
+        help="Conversation id, or a unique beginning or ending of one (the short id logs list shows); "
+        "the most recent when omitted.",
+        show_default=False,
     ),
 ]
 JsonOpt = Annotated[bool, json_option("Print JSON for programs.")]
@@ -46,16 +54,20 @@ def list_conversations(
 ) -> None:
     """List conversations, most recently updated first, with the first prompt, message count and model."""
 
-    async def run() -> list[Any]:
+    async def run() -> tuple[list[Any], dict[str, str]]:
         async with open_store(db, create=False) as store:
-            return list(await store.conversations(owner, limit=limit))
+            everything = await store.conversations(owner)
+            shown = everything[:limit]
+            ids = (c.conversation_id for c in shown)
+            return shown, short_ids(ids, among=(c.conversation_id for c in everything))
 
-    infos = asyncio.run(run())
+    infos, short = asyncio.run(run())
     if as_json:
         print_json(
             [
                 {
                     "conversation_id": i.conversation_id,
+                    "short_id": short[i.conversation_id],
                     "updated_at": i.updated_at.isoformat(),
                     "created_at": i.created_at.isoformat(),
                     "messages": i.message_count,
@@ -71,14 +83,16 @@ def list_conversations(
     if not infos:
         console.print("no conversations yet (start one with: tether chat)")
         return
-    table = Table(show_edge=False)
+    table = Table(
+        show_edge=False, caption="conversation: the id's shortest unique ending (logs show takes it)"
+    )
     for column in ("conversation", "updated (UTC)", "messages", "model", "first prompt"):
         # the preview folds rather than shrinking to "…" on a narrow or piped terminal
         prompt = column == "first prompt"
         table.add_column(column, no_wrap=not prompt, min_width=24 if prompt else None)
     for info in infos:
         table.add_row(
-            info.conversation_id,
+            escape(short[info.conversation_id]),
             info.updated_at.strftime("%Y-%m-%d %H:%M"),
             str(info.message_count),
             escape(info.last_model or "-"),
@@ -127,6 +141,8 @@ def export(
     as_json: JsonOpt = False,
 ) -> None:
     """Export one conversation as tether JSON or any tether.convert format, with the loss report."""
+    # imported here, not at the top: the converters cost `tether logs --help` ~30 ms (bench.startup)
+    from tether.cli._formats import export_messages
 
     async def run() -> tuple[str, Any]:
         async with open_store(db, create=False) as store:

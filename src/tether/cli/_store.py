@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated
@@ -13,9 +13,19 @@ import typer
 
 from tether.cli._common import fail
 from tether.errors import NotFound
-from tether.stores import SQLiteStore, Store
+from tether.stores import ConversationInfo, SQLiteStore, Store
 
-__all__ = ["DEFAULT_OWNER", "DbOpt", "OwnerOpt", "default_db_path", "open_store", "resolve_conversation"]
+__all__ = [
+    "DEFAULT_OWNER",
+    "SHORT_ID",
+    "DbOpt",
+    "OwnerOpt",
+    "default_db_path",
+    "open_store",
+    "resolve_conversation",
+    "short_conversation_id",
+    "short_ids",
+]
 
 DEFAULT_OWNER = "local"
 """The owner the command line reads and writes as, unless ``--owner`` says otherwise."""
@@ -61,23 +71,76 @@ async def open_store(db: Path | None, *, create: bool = True) -> AsyncGenerator[
         yield store
 
 
+SHORT_ID = 8
+"""Characters a short conversation id has at least. UUIDv7 ids begin with their creation time, so
+ids made minutes apart share their first characters; their random ends tell them apart."""
+
+
+def _matches(given: str, conversation_id: str) -> bool:
+    """``given`` begins or ends the id (ignoring case: a hex id may be typed in capitals)."""
+    given, conversation_id = given.lower(), conversation_id.lower()
+    return conversation_id.startswith(given) or conversation_id.endswith(given)
+
+
+def short_ids(ids: Iterable[str], *, among: Iterable[str] = ()) -> dict[str, str]:
+    """Each id's shortest unique ending, at least :data:`SHORT_ID` characters: the shortest suffix
+    that no other id (of ``ids`` and ``among``) starts or ends with, so
+    :func:`resolve_conversation` finds exactly that id by it. An id with no such suffix keeps its
+    full form."""
+    wanted = list(dict.fromkeys(ids))
+    everyone = set(wanted) | set(among)
+    short: dict[str, str] = {}
+    for cid in wanted:
+        others = [other for other in everyone if other != cid]
+        short[cid] = cid
+        for size in range(min(SHORT_ID, len(cid)), len(cid)):
+            suffix = cid[-size:]
+            if not any(_matches(suffix, other) for other in others):
+                short[cid] = suffix
+                break
+    return short
+
+
+async def short_conversation_id(store: Store, owner: str, conversation_id: str) -> str:
+    """The short form of ``conversation_id`` among ``owner``'s stored conversations (what
+    ``tether logs list`` shows and what ``tether logs show``/``tether chat --cid`` accept)."""
+    stored = [c.conversation_id for c in await store.conversations(owner)]
+    return short_ids([conversation_id], among=stored)[conversation_id]
+
+
+def _describe(candidates: Sequence[ConversationInfo], short: dict[str, str], limit: int = 5) -> str:
+    shown = [
+        f"{short[c.conversation_id]} ({c.updated_at:%Y-%m-%d %H:%M} {(c.preview or '').strip()[:24]!r})"
+        for c in candidates[:limit]
+    ]
+    more = f" and {len(candidates) - limit} more" if len(candidates) > limit else ""
+    return ", ".join(shown) + more
+
+
 async def resolve_conversation(store: Store, owner: str, given: str | None) -> str:
-    """The conversation id meant by ``given``: an exact id, a unique prefix of one, or (``None``)
-    the most recently updated conversation."""
+    """The conversation id meant by ``given``: an exact id, a unique prefix or suffix of one (the
+    short form ``tether logs list`` shows), or (``None``) the most recently updated conversation.
+    An ambiguous one fails listing the candidates by their short forms."""
     if given is None:
         recent = await store.conversations(owner, limit=1)
         if not recent:
             fail("there are no stored conversations yet (start one with: tether chat)")
         return recent[0].conversation_id
+    given = given.strip()
+    if not given:
+        fail("the conversation id is empty")
     try:
         return (await store.info(owner, given)).conversation_id
     except NotFound:
         pass
-    matches = [
-        c.conversation_id for c in await store.conversations(owner) if c.conversation_id.startswith(given)
-    ]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        fail(f"conversation id prefix {given!r} is ambiguous ({len(matches)} conversations match)")
+    infos = await store.conversations(owner)
+    candidates = [c for c in infos if _matches(given, c.conversation_id)]
+    if len(candidates) == 1:
+        return candidates[0].conversation_id
+    if candidates:
+        short = short_ids((c.conversation_id for c in candidates), among=(c.conversation_id for c in infos))
+        fail(
+            f"conversation id {given!r} is ambiguous: it begins or ends {len(candidates)} conversations: "
+            f"{_describe(candidates, short)}; give more characters"
+        )
     fail(f"no conversation {given!r} for owner {owner!r}")

