@@ -36,13 +36,14 @@ from tether.cli._store import (
     default_db_path,
     open_store,
     resolve_conversation,
+    short_conversation_id,
 )
 from tether.cli._stream import StreamPrinter, TurnOutcome, run_turn
 from tether.cli._trace import chat_trace
 from tether.errors import HistoryError, NotFound
 from tether.history import BudgetHistory, TrimHistory
 from tether.messages import Message, new_id
-from tether.models import Model
+from tether.models import Model, aclose_model
 from tether.models.wire import ConversionReport
 from tether.stores import Store
 
@@ -151,7 +152,8 @@ class ChatSession:
                 self.console.print("[dim](no messages yet)[/]")
             render_messages(self.console, self.messages)
         elif name == "/ids":
-            self.console.print(f"conversation {self.conversation_id}")
+            short = await short_conversation_id(self.store, self.owner, self.conversation_id)
+            self.console.print(f"conversation {self.conversation_id} (short: {short})")
             self.console.print(f"last run     {self.last_run_id or '-'}")
             self.console.print(f"database     {escape(self.db_label)}")
             self.console.print(f"model        {escape(self.model.name)}")
@@ -269,6 +271,7 @@ async def _open_session(
     fork: bool,
 ) -> tuple[ChatSession, str]:
     store = await stack.enter_async_context(open_store(db))
+    stack.push_async_callback(aclose_model, model)  # the SDK client, or the local model's weights
     messages: list[Message] = []
     version = 0
     if resume or cid:
@@ -350,9 +353,10 @@ def _chat(
                     fork=fork,
                 )
             )
+            short = runner.run(short_conversation_id(session.store, owner, session.conversation_id))
             console.print(
                 f"[bold]tether chat[/] · model [bold]{escape(model.name)}[/] · conversation "
-                f"[bold]{session.conversation_id}[/] ({escape(state)})"
+                f"[bold]{session.conversation_id}[/] ({escape(state)}; short id [bold]{short}[/])"
             )
             if prompt is not None:
                 outcome = runner.run(session.send(prompt))
@@ -377,8 +381,9 @@ def chat(
             "--model",
             "-m",
             envvar="TETHER_MODEL",
-            help="provider:model (openai:…, anthropic:…, google:…, local, test); default: the bundled "
-            "local model. API keys come from the provider's usual environment variable.",
+            help="provider:model (openai:…, anthropic:…, google:…, local, test), or the path of a .gguf "
+            "file; default: the bundled local model. API keys come from the provider's usual "
+            "environment variable.",
             show_default=False,
         ),
     ] = None,

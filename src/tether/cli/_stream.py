@@ -132,7 +132,9 @@ class TurnOutcome:
     run_id: str
     output: str | None = None
     canceled: bool = False
-    truncated: bool = False
+    truncated: str | None = None
+    """Why a reply was cut and kept: the answer's stop reason (``"length"``, or ``"repetition"``
+    when the local model's loop detector stopped it)."""
     error: str | None = None
 
 
@@ -174,7 +176,10 @@ async def run_turn(
                 else:
                     result = event.result
                     printer.done()
-                    return TurnOutcome(run_id, result.output, truncated=result.stop_reason == "length")
+                    cut = None
+                    if result.stop_reason == "length":
+                        cut = result.messages[-1].stop_reason or "length"
+                    return TurnOutcome(run_id, result.output, truncated=cut)
     except asyncio.CancelledError:  # Ctrl-C: the stream stopped the run, which stored its partial
         task = asyncio.current_task()
         if task is not None:
