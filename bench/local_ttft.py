@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from tether.cli._demo_tools import DEMO_TOOLS
+from tether.agent._demo_tools import DEMO_TOOLS
 
 from tether import Message, ModelSettings, ToolCall, ToolResult, assistant, function_tool, tool, user
 from tether.models import ModelResponse, TextDelta, ToolCallDelta, ToolDefinition

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tether.cli._demo_tools import DEMO_TOOLS
+from tether.agent._demo_tools import DEMO_TOOLS
 
 from tether import Agent, Message, RunError, SQLiteStore
 from tether.agent import MessageCompleted, RunCompleted, TextEvent

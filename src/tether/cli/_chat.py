@@ -356,7 +356,7 @@ def _chat(
             short = runner.run(short_conversation_id(session.store, owner, session.conversation_id))
             console.print(
                 f"[bold]tether chat[/] · model [bold]{escape(model.name)}[/] · conversation "
-                f"[bold]{session.conversation_id}[/] ({escape(state)}; short id [bold]{short}[/])"
+                f"[bold]{session.conversation_id}[/] ({escape(state)}) · short id [bold]{short}[/]"
             )
             if prompt is not None:
                 outcome = runner.run(session.send(prompt))
