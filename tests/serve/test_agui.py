@@ -37,11 +37,13 @@ def check_order(events: list[dict[str, Any]]) -> None:
     open_text: set[str] = set()
     open_reasoning: set[str] = set()
     calls: dict[str, str] = {}
+    texts: set[str] = set()
     for e in events:
         kind = e["type"]
         if kind == "TEXT_MESSAGE_START":
             assert e["messageId"] not in open_text
             open_text.add(e["messageId"])
+            texts.add(e["messageId"])
         elif kind == "TEXT_MESSAGE_CONTENT":
             assert e["messageId"] in open_text
         elif kind == "TEXT_MESSAGE_END":
@@ -54,6 +56,7 @@ def check_order(events: list[dict[str, Any]]) -> None:
             open_reasoning.remove(e["messageId"])
         elif kind == "TOOL_CALL_START":
             assert e["toolCallId"] not in calls
+            assert e.get("parentMessageId", "none") in {*texts, "none"}  # a message that was sent
             calls[e["toolCallId"]] = "open"
         elif kind == "TOOL_CALL_ARGS":
             assert calls[e["toolCallId"]] == "open"

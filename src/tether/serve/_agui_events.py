@@ -220,7 +220,8 @@ class Translator:
         if not self.deltas:  # a message that was not streamed: the next request's
             self.step += 1
         step, self.deltas = self.step, False
-        parent = self._message_id(step, 0)
+        texts = [k for k, p in enumerate(message.parts) if isinstance(p, Text) and p.text]
+        parent = self._message_id(step, texts[0]) if texts else None  # the text message the calls follow
         for index, part in enumerate(message.parts):
             mid = self._message_id(step, index)
             sent = (step, index) in self.streamed
@@ -236,12 +237,10 @@ class Translator:
                 yield {"type": "REASONING_END", "messageId": mid}
             elif isinstance(part, ToolCall):
                 call_id = part.id or f"{mid}.call"
-                yield {
-                    "type": "TOOL_CALL_START",
-                    "toolCallId": call_id,
-                    "toolCallName": part.name,
-                    "parentMessageId": parent,
-                }
+                start: Json = {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": part.name}
+                if parent is not None:
+                    start["parentMessageId"] = parent
+                yield start
                 if part.arguments:
                     yield {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": part.arguments}
                 yield {"type": "TOOL_CALL_END", "toolCallId": call_id}
