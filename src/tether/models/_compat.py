@@ -89,6 +89,144 @@ A format conversion (`tether.convert.to_openai_responses`, `to_openai_agents`) i
 it keeps every id.
 """
 
+_AGUI: list[str | tuple[tuple[str, str], list[tuple[str, str]]]] = [
+    """
+## AG-UI
+
+`POST /v1/agui` of `tether serve` speaks AG-UI 1.0 ([docs/serve.md](serve.md#ag-ui), decisions
+in [ADR 0013](adr/0013-web-page-and-agui.md)). The client's messages are untrusted: they are
+converted as below, then sanitized; what was dropped is reported in the `CUSTOM` event
+`tether.input` (`losses`, `sanitize`, `ignoredFields`).
+
+From a client (`RunAgentInput`):
+""",
+    (
+        ("AG-UI", "tether"),
+        [
+            (
+                (
+                    "user content: text, image and document parts (`data` or `url` source),"
+                    " pre-1.0 `binary` parts"
+                ),
+                ("`Text`, `Image`, `Document` (then sanitize drops URLs that are not `http`/`https`)"),
+            ),
+            (
+                "a part whose source is `file` (a provider's handle), audio and video parts",
+                "dropped, reported",
+            ),
+            (
+                "`system`, `developer` messages",
+                "system messages (developer approximated), then dropped by sanitize",
+            ),
+            (
+                "assistant `content`, `toolCalls`",
+                "`Text`, `ToolCall` (arguments verbatim, even when not valid JSON)",
+            ),
+            (
+                "`tool` messages (`toolCallId`, `content`, `error`)",
+                ("one tool message per run of them; `error` makes the result failed and is appended to it"),
+            ),
+            (
+                "`reasoning` and `activity` messages",
+                "dropped, reported (unsigned reasoning from a client is never replayed)",
+            ),
+            (
+                "`name`, `metadata`, `encryptedValue` (of a message or a tool call)",
+                "dropped, reported",
+            ),
+            (
+                "`state`, `context`, `forwardedProps`, `parentRunId`",
+                "not used; listed in `ignoredFields`",
+            ),
+            (
+                "`runId`",
+                "not an identity: reported back as `clientRunId`; the run id is tether's",
+            ),
+            (
+                "`tools`",
+                "external tools of that run (`Tool(external=True)` with the client's JSON Schema)",
+            ),
+            (
+                "`resume`",
+                "the decisions of the paused run",
+            ),
+        ],
+    ),
+    """
+On a thread the server already holds, only the last user message (the prompt), or the tool
+messages answering the paused run's calls, are taken; the rest of the client's copy is ignored
+(`ignoredMessages`) and `MESSAGES_SNAPSHOT` sends the server's history instead.
+
+What AG-UI cannot carry to a client:
+""",
+    (
+        ("tether", "in AG-UI"),
+        [
+            (
+                (
+                    "reasoning `signature`, redacted reasoning, `provider`; "
+                    "`Text.signature`, `ToolCall.signature`, `providerId`"
+                ),
+                "not sent (the server keeps the history, so a client never sends them back)",
+            ),
+            (
+                "a tool call's arguments that are not a complete JSON object (`truncated`)",
+                "sent verbatim; AG-UI has no flag for it",
+            ),
+            (
+                "a tool call without an id",
+                "an id is made up (`<message id>.call`)",
+            ),
+            (
+                "a result's `failed` and `synthesized` flags",
+                (
+                    "`TOOL_CALL_RESULT.metadata.tether`; in `MESSAGES_SNAPSHOT` only "
+                    "`failed` (as the tool message's `error`)"
+                ),
+            ),
+            (
+                "images and documents in an assistant message",
+                "not sent (an assistant's AG-UI content is a string)",
+            ),
+            (
+                ("per-message `runId`, `conversationId`, `model`, `provider`, `stopReason`, `usage`"),
+                "not sent; the run's usage and model are on `RUN_FINISHED.usage`",
+            ),
+            (
+                "the text of a stopped run's partial message (`stopReason: canceled`)",
+                "streamed as it came; the run ends with the `cancelled` outcome",
+            ),
+            (
+                "a run interrupted by a server stop or crash; a failed run",
+                "`RUN_ERROR` with `code` `interrupted`, or the tether error's type",
+            ),
+            (
+                "event sequence numbers (resuming a stream)",
+                (
+                    "none: a client that loses the stream follows the run at `GET "
+                    "/v1/runs/{runId}/events` with `Last-Event-ID`, or sends its next "
+                    "request (whose `MESSAGES_SNAPSHOT` has everything stored)"
+                ),
+            ),
+        ],
+    ),
+    """""",
+]
+"""The AG-UI section: prose, and (header, rows) tables."""
+
+
+def _agui_section() -> list[str]:
+    lines: list[str] = []
+    for item in _AGUI:
+        if isinstance(item, str):
+            lines += item.split("\n")
+        else:
+            (left, right), rows = item
+            lines += [f"| {left} | {right} |", "|---|---|"]
+            lines += [f"| {a} | {b} |" for a, b in rows]
+    return lines
+
+
 _IMPORT_HEADER = """
 ## What import cannot carry
 
@@ -184,7 +322,8 @@ def render() -> str:
     lines += _limits_section()
     lines.append(_RESPONSES_IDS)
     lines += _import_section()
-    return "\n".join(lines) + "\n"
+    lines += _agui_section()
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

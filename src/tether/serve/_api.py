@@ -68,6 +68,8 @@ class Operation:
     headers: tuple[Query, ...] = ()
     description: str = ""
     tags: tuple[str, ...] = field(default=())
+    stream_event: Any = None
+    """For a stream: the JSON Schema of each event's ``data`` (default: the service's RunEvent)."""
 
 
 class Api:
@@ -92,6 +94,7 @@ class Api:
         stream: bool = False,
         headers: tuple[Query, ...] = (),
         tags: tuple[str, ...] = (),
+        stream_event: Any = None,
     ) -> Callable[[Handler], Handler]:
         def declare(fn: Handler) -> Handler:
             self.operations.append(
@@ -112,6 +115,7 @@ class Api:
                     headers,
                     (fn.__doc__ or "").strip(),
                     tags,
+                    stream_event,
                 )
             )
             return fn

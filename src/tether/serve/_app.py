@@ -25,7 +25,7 @@ from tether.stores._events import EventLog
 from tether.stores._events_sqlite import SQLiteEventLog
 from tether.stores._users import UserStore
 
-from . import _routes_conversations, _routes_runs
+from . import _routes_agui, _routes_conversations, _routes_runs
 from ._api import Api, Call, json_response, read_json
 from ._auth import Authenticator
 from ._config import ServeConfig
@@ -61,6 +61,7 @@ SECURITY_HEADERS: dict[str, str] = {
 API = Api()
 _routes_conversations.register(API)
 _routes_runs.register(API)
+_routes_agui.register(API)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -82,7 +82,23 @@ def _operation(op: Operation, by_type: dict[Any, Any], error: dict[str, Any], au
         for h in op.headers
     ]
     responses: dict[str, Any] = {}
-    if op.stream:
+    if op.stream and op.stream_event is not None:
+        event = {
+            "type": "object",
+            "properties": {
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": op.stream_event,
+                }
+            },
+            "required": ["data"],
+        }
+        responses[str(op.status)] = {
+            "description": "text/event-stream: `data: <event JSON>` per event",
+            "content": _content(event, "text/event-stream"),
+        }
+    elif op.stream:
         responses[str(op.status)] = {
             "description": "text/event-stream: `id: <seq>` and `data: <RunEvent JSON>` per event",
             "content": _content(_SSE_EVENT, "text/event-stream"),

@@ -12,13 +12,21 @@ from ._runs import decode_pause
 from ._schemas import DecisionsIn, PauseOut, PendingCallOut, RunIn, RunList, RunOut
 from ._sse import SSE_HEADERS, event_stream, resume_point
 
-__all__ = ["register", "run_out"]
+__all__ = ["check_prompt", "register", "run_out"]
 
 _TAGS = ("runs",)
 _AFTER = Query(
     "after", "Resume after this event id (Last-Event-ID takes precedence).", {"type": "integer", "minimum": 0}
 )
 _LAST_EVENT_ID = Query("Last-Event-ID", "The id of the last event the client has.", {"type": "string"})
+
+
+def check_prompt(prompt: str, limit: int, where: str) -> None:
+    """422 for an empty prompt, 413 for one over ``limit`` UTF-8 bytes (``where``: its JSON path)."""
+    if not prompt.strip():
+        raise ApiError(422, f"{where}: the prompt is empty")
+    if len(prompt) > limit // 4 and len(prompt.encode("utf-8", "surrogatepass")) > limit:
+        raise ApiError(413, f"{where}: over the limit (max_part_bytes={limit})")
 
 
 def run_out(record: RunRecord) -> RunOut:
@@ -57,11 +65,7 @@ def register(api: Api) -> None:
         """Returns the run's id at once; follow it at ``events_url``. A conversation with an
         active run (running, or paused for decisions) answers 409."""
         prompt = call.body.prompt
-        if not prompt.strip():
-            raise ApiError(422, "$.prompt: the prompt is empty")
-        limit = call.state.config.limits.max_part_bytes
-        if len(prompt) > limit // 4 and len(prompt.encode("utf-8", "surrogatepass")) > limit:
-            raise ApiError(413, f"$.prompt: over the limit (max_part_bytes={limit})")
+        check_prompt(prompt, call.state.config.limits.max_part_bytes, "$.prompt")
         record = await call.state.manager.start(call.caller, call.path("conversation_id"), prompt)
         return json_response(run_out(record), 202)
 

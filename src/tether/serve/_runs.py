@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from tether.agent import (
     RunCompleted,
     RunStream,
     StoreRecorder,
+    Tool,
 )
 from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
 from tether.messages import ToolCall, new_id
@@ -244,9 +245,12 @@ class RunManager:
         """What a run keeps of the request that started it (trace context goes here)."""
         return {k: v for k, v in caller.headers.items() if k in ("traceparent", "tracestate")}
 
-    async def start(self, caller: Caller, conversation_id: str, prompt: str) -> RunRecord:
+    async def start(
+        self, caller: Caller, conversation_id: str, prompt: str, *, extra_tools: Sequence[Tool[Any]] = ()
+    ) -> RunRecord:
         """Start a run on a conversation of ``caller``; returns at once. ``NotFound`` for a
-        conversation that is absent or another owner's; ``ConflictError`` when it has an active run."""
+        conversation that is absent or another owner's; ``ConflictError`` when it has an active run.
+        ``extra_tools`` are added to the agent's for this run (a client's external tools)."""
         await self.store.info(caller.owner, conversation_id)
         if self.max_active_runs and await self.events.active_count(caller.owner) >= self.max_active_runs:
             raise ApiError(
@@ -257,14 +261,20 @@ class RunManager:
         run_id = new_id()
         first = encode_event(RunStartedEvent(run_id, conversation_id, prompt))
         record = await self.events.start_run(caller.owner, conversation_id, run_id, self.process_id, first)
-        self._launch(record, prompt, None, self._context(caller))
+        self._launch(record, prompt, None, self._context(caller), extra_tools)
         return record
 
     def _launch(
-        self, record: RunRecord, prompt: str | None, deferred: DeferredResults | None, context: dict[str, str]
+        self,
+        record: RunRecord,
+        prompt: str | None,
+        deferred: DeferredResults | None,
+        context: dict[str, str],
+        extra_tools: Sequence[Tool[Any]] = (),
     ) -> None:
         run_id = record.run_id
-        task = asyncio.create_task(self._drive(record, prompt, deferred), name=f"tether-run-{run_id}")
+        tools = [*self.agent.tools, *extra_tools] if extra_tools else None
+        task = asyncio.create_task(self._drive(record, prompt, deferred, tools), name=f"tether-run-{run_id}")
         self._tasks[run_id] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -287,7 +297,13 @@ class RunManager:
             task.cancel()
         return True
 
-    async def _drive(self, record: RunRecord, prompt: str | None, deferred: DeferredResults | None) -> None:
+    async def _drive(
+        self,
+        record: RunRecord,
+        prompt: str | None,
+        deferred: DeferredResults | None,
+        tools: list[Tool[Any]] | None = None,
+    ) -> None:
         run_id, cid, owner = record.run_id, record.conversation_id, record.owner
         me = asyncio.current_task()
 
@@ -300,7 +316,13 @@ class RunManager:
         pause: StoredPause | None = None
         try:
             stream = self.agent.run_stream(
-                prompt, store=self.store, owner=owner, conversation_id=cid, run_id=run_id, deferred=deferred
+                prompt,
+                store=self.store,
+                owner=owner,
+                conversation_id=cid,
+                run_id=run_id,
+                deferred=deferred,
+                tools=tools,
             )
             self._streams[run_id] = stream
             if run_id in self._reasons:  # stopped before it began streaming
@@ -372,8 +394,11 @@ class RunManager:
         return StoredPause(pause_id, float(expires), calls)
 
     # -- decisions and cancel ---------------------------------------------------------------------
-    async def decide(self, caller: Caller, run_id: str, body: DecisionsIn) -> RunRecord:
-        """Check ``body`` against the stored pause and resume the run (once)."""
+    async def decide(
+        self, caller: Caller, run_id: str, body: DecisionsIn, *, extra_tools: Sequence[Tool[Any]] = ()
+    ) -> RunRecord:
+        """Check ``body`` against the stored pause and resume the run (once). ``extra_tools`` as
+        for ``start`` (the client's external tools the pause waits on must be among them)."""
         record = await self.events.get_run(caller.owner, run_id)
         if record.status != "paused" or record.pause is None:
             raise ApiError(409, f"run {run_id!r} is {record.status}: it has no pending calls to decide")
@@ -395,7 +420,7 @@ class RunManager:
         if before is None:
             raise ApiError(409, f"the decisions for pause {pause.pause_id!r} were already made")
         resumed = await self.events.get_run(caller.owner, run_id)
-        self._launch(resumed, None, deferred, self._context(caller))
+        self._launch(resumed, None, deferred, self._context(caller), extra_tools)
         return resumed
 
     async def cancel(self, caller: Caller, run_id: str, wait: float = 10.0) -> RunRecord:

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 
-from tether.stores._events import TERMINAL, EventLog, RunRecord
+from tether.stores._events import TERMINAL, EventLog, LoggedEvent, RunRecord
 
 from ._errors import ApiError
 from ._events import TERMINAL_TYPES, event_type
 
-__all__ = ["SSE_HEADERS", "event_stream", "resume_point"]
+__all__ = ["SSE_HEADERS", "event_stream", "follow_log", "resume_point"]
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 _RUN_PREFIX = b'{"type":"run.'
@@ -39,11 +39,19 @@ def resume_point(request: Request) -> int:
     return int(raw)
 
 
-async def event_stream(
-    events: EventLog, record: RunRecord, after: int, *, ping_interval: float = 15.0, batch: int = 500
-) -> AsyncIterator[bytes]:
+async def follow_log(
+    events: EventLog,
+    record: RunRecord,
+    after: int,
+    *,
+    ping_interval: float = 15.0,
+    batch: int = 500,
+    until: frozenset[str] = TERMINAL_TYPES,
+) -> AsyncIterator[list[LoggedEvent] | None]:
+    """The run's events after ``after`` in batches, then live ones as they are committed, each
+    once and in order, up to and including the first whose type is in ``until``; ``None`` after
+    ``ping_interval`` seconds without one (time for a keep-alive)."""
     owner, run_id = record.owner, record.run_id
-    yield b"retry: 1000\n\n"
     if record.status in TERMINAL and after >= record.last_seq:
         return
     last = after
@@ -51,22 +59,33 @@ async def event_stream(
     while True:
         found = await events.read(owner, run_id, last, batch)
         if found:
-            out: list[bytes] = []
+            out: list[LoggedEvent] = []
             done = False
             for event in found:
-                out.append(b"id: %d\ndata: %s\n\n" % (event.seq, event.data))
+                out.append(event)
                 last = event.seq
-                if event.data.startswith(_RUN_PREFIX) and event_type(event.data) in TERMINAL_TYPES:
+                if event.data.startswith(_RUN_PREFIX) and event_type(event.data) in until:
                     done = True
                     break
-            yield b"".join(out)
+            yield out
             if done:
                 return
             quiet_since = time.monotonic()
             continue
         left = ping_interval - (time.monotonic() - quiet_since)
         if left <= 0:
-            yield b": ping\n\n"
+            yield None
             quiet_since = time.monotonic()
             continue
         await events.wait(run_id, last, left)
+
+
+async def event_stream(
+    events: EventLog, record: RunRecord, after: int, *, ping_interval: float = 15.0, batch: int = 500
+) -> AsyncIterator[bytes]:
+    yield b"retry: 1000\n\n"
+    async for found in follow_log(events, record, after, ping_interval=ping_interval, batch=batch):
+        if found is None:
+            yield b": ping\n\n"
+        else:
+            yield b"".join(b"id: %d\ndata: %s\n\n" % (e.seq, e.data) for e in found)
