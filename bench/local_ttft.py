@@ -14,9 +14,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from tether.agent._demo_tools import DEMO_TOOLS
-
 from tether import Message, ModelSettings, ToolCall, ToolResult, assistant, function_tool, tool, user
+from tether.agent._demo_tools import DEMO_TOOLS
 from tether.models import ModelResponse, TextDelta, ToolCallDelta, ToolDefinition
 from tether.models.local import LocalModel
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tether.agent._demo_tools import DEMO_TOOLS
 
 from tether import Agent, Message, RunError, SQLiteStore
 from tether.agent import MessageCompleted, RunCompleted, TextEvent
+from tether.agent._demo_tools import DEMO_TOOLS
 from tether.models._local_prompt import DEFAULT_MAX_TOKENS
 
 pytestmark = pytest.mark.local_model
