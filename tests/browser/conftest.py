@@ -46,8 +46,11 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One browser per test module. Not per session: Playwright's sync API keeps an event loop
+    running in this thread while it is open, and every later test that calls ``asyncio.run``
+    would fail."""
     executable = chromium_path()
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="playwright (the dev extra) is not installed"
