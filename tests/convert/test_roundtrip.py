@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 
 from messages.strategies import histories  # tests/messages (tests/ is on sys.path)
-from tether import Message, Text, ToolResult, convert
+from tether import Message, Text, ToolCall, ToolResult, convert
 
 from .strategies import LANGCHAIN, PLAIN, PYDANTIC_AI, RESPONSES, conversations
 
@@ -85,9 +85,12 @@ def _blank(part: object) -> bool:
 
 
 def _unsigned(part: object) -> object:
-    """An empty signature is no signature: some wires leave an empty one out."""
-    if type(part) is Text and part.signature == "":
-        return msgspec.structs.replace(part, signature=None)
+    """An empty signature or provider id is none: some wires leave an empty one out."""
+    if type(part) is Text or type(part) is ToolCall:
+        if part.signature == "":
+            part = msgspec.structs.replace(part, signature=None)
+        if part.provider_id == "":
+            part = msgspec.structs.replace(part, provider_id=None)
     return part
 
 
