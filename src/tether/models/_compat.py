@@ -89,7 +89,7 @@ A format conversion (`tether.convert.to_openai_responses`, `to_openai_agents`) i
 it keeps every id.
 """
 
-_AGUI: list[str | tuple[tuple[str, str], list[tuple[str, str]]]] = [
+_AGUI: tuple[str | tuple[tuple[str, str], list[tuple[str, str]]], ...] = (
     """
 ## AG-UI
 
@@ -211,7 +211,7 @@ What AG-UI cannot carry to a client:
         ],
     ),
     """""",
-]
+)
 """The AG-UI section: prose, and (header, rows) tables."""
 
 

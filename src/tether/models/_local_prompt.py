@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, cast
 
 from tether.errors import ModelError, UserError
@@ -38,13 +39,15 @@ DEFAULT_MAX_TOKENS = 512
 """Tokens one step may generate unless ``ModelSettings.max_tokens`` says otherwise (never more
 than the context has left after the prompt)."""
 
-SAMPLING_DEFAULTS: Mapping[str, float | int] = {
-    "temperature": 0.2,
-    "top_p": 0.9,
-    "top_k": 40,
-    "min_p": 0.05,
-    "repeat_penalty": 1.15,
-}
+SAMPLING_DEFAULTS: Mapping[str, float | int] = MappingProxyType(
+    {
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "top_k": 40,
+        "min_p": 0.05,
+        "repeat_penalty": 1.15,
+    }
+)
 """Sampling that suits a small instruction model such as SmolLM2-135M: low temperature, nucleus
 sampling and a penalty on tokens repeated within the last 64. ``ModelSettings.temperature`` /
 ``top_p`` and the same keys in ``ModelSettings.extra`` override them."""
