@@ -1,9 +1,9 @@
 """``PostgresEventLog``: the service's runs, events, processes and users in PostgreSQL, shared
 by every service process of one database.
 
-Live events cross processes through ``LISTEN/NOTIFY``: an append notifies channel
-``tether_serve_events`` with the run id in the same transaction (delivered on commit), and each
-process's listener connection wakes its readers of that run, which then read the table. With
+Live events cross processes through ``LISTEN/NOTIFY`` (``_events_listen.py``): an append notifies
+channel ``tether_serve_events`` with the run id in the same transaction (delivered on commit), and
+each process's listener connection wakes its readers of that run, which then read the table. With
 ``notify="poll"`` readers poll the table every ``poll_interval`` seconds instead (bench/serve.py
 measures both). A listener that loses its connection falls back to polling until it reconnects.
 """
@@ -11,15 +11,13 @@ measures both). A listener that loses its connection falls back to polling until
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import secrets
-from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Self
 
 from tether.errors import ConflictError, MissingExtra, NotFound, StoreError
-from tether.stores._common import check_id, now, pending_migrations, to_datetime
+from tether.stores._common import check_id, now, to_datetime
 from tether.stores._events import (
     ACTIVE,
     LiveTail,
@@ -53,10 +51,9 @@ from tether.stores._users import (
     well_formed,
 )
 
-try:
-    import psycopg
-    from psycopg import sql
-    from psycopg_pool import AsyncConnectionPool
+try:  # the PostgreSQL modules import psycopg and psycopg_pool
+    from tether.stores._events_listen import CHANNEL, Listener, payload
+    from tether.stores._postgres_db import Conn, PostgresPool, apply_migrations, qmark
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("PostgresEventLog", "postgres", "psycopg[binary] psycopg-pool") from exc
 
@@ -93,14 +90,6 @@ SELECT l.run_id, l.last_seq,
 FROM locked l
 """
 
-CHANNEL = "tether_serve_events"
-_Conn = psycopg.AsyncConnection[tuple[Any, ...]]
-log = logging.getLogger("tether.serve")
-
-
-def _q(query: str) -> str:
-    return query.replace("?", "%s")
-
 
 class PostgresEventLog:
     """An ``EventLog`` and ``UserStore`` in PostgreSQL (tables made on first use, in ``schema``
@@ -125,100 +114,51 @@ class PostgresEventLog:
         self.schema = schema
         self.notify = notify
         self.poll_interval = poll_interval
-        self._dsn = dsn
         self._clock = clock
-        self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
+        self._pool = PostgresPool(
             dsn,
-            connection_class=psycopg.AsyncConnection[tuple[Any, ...]],
+            schema=schema,
+            label="PostgresEventLog",
+            migrate=self._migrate,
+            opened=self._listen if notify == "listen" else None,
             min_size=min_size,
             max_size=max_size,
-            open=False,
-            kwargs={"autocommit": True},
-            configure=self._configure,
+            open_timeout=open_timeout,
         )
-        self._open_timeout = open_timeout
-        self._ready = False
-        self._closed = False
-        self._lock = asyncio.Lock()
         self._tail = LiveTail()
         self._owners = OwnerCache()
-        self._listener: asyncio.Task[None] | None = None
+        self._listener = Listener(dsn, self._tail)
         self._appends: list[Append] = []
         self._committing = 0
         self._commit_tasks: set[asyncio.Task[None]] = set()
-        self._listening = False
 
     async def __aenter__(self) -> Self:
-        await self._open()
+        await self._pool.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # -- plumbing ---------------------------------------------------------------------------
-    async def _configure(self, conn: _Conn) -> None:
-        if self.schema is not None:
-            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+    async def _migrate(self, conn: Conn) -> None:
+        """Apply the missing ``serve_`` migrations in one transaction under the store's advisory lock."""
+        async with conn.transaction():
+            await apply_migrations(conn, self.schema, POSTGRES, family=FAMILY)
 
-    async def _open(self) -> AsyncConnectionPool[_Conn]:
-        if self._closed:
-            raise StoreError("PostgresEventLog is closed")
-        if not self._ready:
-            async with self._lock:
-                if not self._ready:
-                    try:
-                        await self._pool.open(wait=True, timeout=self._open_timeout)
-                        async with self._pool.connection() as conn:
-                            await _migrate(conn, self.schema)
-                    except psycopg.Error as exc:
-                        raise StoreError(f"PostgreSQL: {exc}") from exc
-                    if self.notify == "listen":
-                        self._listener = asyncio.create_task(self._listen(), name="tether-serve-listen")
-                    self._ready = True
-        return self._pool
+    def _listen(self) -> None:
+        self._listener.start()
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncGenerator[_Conn]:
-        pool = await self._open()
-        try:
-            async with pool.connection() as conn, conn.transaction():
-                yield conn
-        except psycopg.Error as exc:
-            if isinstance(exc, psycopg.errors.UniqueViolation):
-                raise ConflictError(f"PostgreSQL: {exc}", expected=0, actual=1) from exc
-            raise StoreError(f"PostgreSQL: {exc}") from exc
-
-    async def _listen(self) -> None:
-        """Wake local readers on every notification; reconnect after a failure."""
-        while not self._closed:
-            try:
-                conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-                try:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    self._listening = True
-                    async for note in conn.notifies():
-                        if note.payload == "*":
-                            self._tail.wake_all()
-                            continue
-                        for run_id in note.payload.split(","):
-                            self._tail.wake(run_id)
-                finally:
-                    self._listening = False
-                    await conn.close()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("event listener lost its connection (%s); polling until it reconnects", exc)
-                await asyncio.sleep(1.0)
+    def _tx(self) -> AbstractAsyncContextManager[Conn]:
+        return self._pool.tx(unique=True)
 
     async def _one(self, query: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         async with self._tx() as conn:
-            cursor = await conn.execute(_q(query).encode(), params)
+            cursor = await conn.execute(qmark(query), params)
             return await cursor.fetchone()
 
     async def _all(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         async with self._tx() as conn:
-            cursor = await conn.execute(_q(query).encode(), params)
+            cursor = await conn.execute(qmark(query), params)
             return await cursor.fetchall()
 
     # -- runs -------------------------------------------------------------------------------
@@ -232,16 +172,16 @@ class PostgresEventLog:
         try:
             async with self._tx() as conn:
                 await conn.execute(
-                    _q(
+                    qmark(
                         f"INSERT INTO tether_serve_runs ({RUN_COLUMNS}) "
                         "VALUES (?, ?, ?, 'running', ?, ?, 1, ?, NULL, NULL)"
-                    ).encode(),
+                    ),
                     (run_id, owner, conversation_id, t, t, process_id),
                 )
                 await conn.execute(
-                    _q(
+                    qmark(
                         "INSERT INTO tether_serve_events (run_id, seq, created_at, data) VALUES (?, 1, ?, ?)"
-                    ).encode(),
+                    ),
                     (run_id, t, event),
                 )
                 await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, run_id))
@@ -329,24 +269,20 @@ class PostgresEventLog:
             datas,
             t,
             CHANNEL,
-            _payload(runs),
+            payload(runs),
             self.notify == "listen",
         )
-        pool = await self._open()
-        try:
-            async with pool.connection() as conn:
-                cursor = await conn.execute(_APPEND_BATCH, params)
-                done = {str(r[0]): int(r[1]) for r in await cursor.fetchall()}
-                missing = [r for r in runs if r not in done]
-                why: dict[str, tuple[str, str | None]] = {}
-                if missing:
-                    cursor = await conn.execute(
-                        "SELECT run_id, status, process_id FROM tether_serve_runs WHERE run_id = ANY(%s)",
-                        (missing,),
-                    )
-                    why = {str(r[0]): (str(r[1]), r[2]) for r in await cursor.fetchall()}
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL: {exc}") from exc
+        async with self._pool.tx(single=True) as conn:
+            cursor = await conn.execute(_APPEND_BATCH, params)
+            done = {str(r[0]): int(r[1]) for r in await cursor.fetchall()}
+            missing = [r for r in runs if r not in done]
+            why: dict[str, tuple[str, str | None]] = {}
+            if missing:
+                cursor = await conn.execute(
+                    "SELECT run_id, status, process_id FROM tether_serve_runs WHERE run_id = ANY(%s)",
+                    (missing,),
+                )
+                why = {str(r[0]): (str(r[1]), r[2]) for r in await cursor.fetchall()}
         outcomes: list[int | Exception] = []
         for item in unique:
             if item.run_id in done:
@@ -481,23 +417,19 @@ class PostgresEventLog:
             cached = self._tail.cached(run_id, after_seq, limit)
             if cached is not None:
                 return cached
-        pool = await self._open()
-        try:
-            async with pool.connection() as conn:  # one statement, no transaction
-                if known is None:
-                    cursor = await conn.execute(
-                        "SELECT 1 FROM tether_serve_runs WHERE run_id = %s AND owner = %s", (run_id, owner)
-                    )
-                    if await cursor.fetchone() is None:
-                        raise run_not_found(run_id)
+        async with self._pool.tx(single=True) as conn:  # no transaction
+            if known is None:
                 cursor = await conn.execute(
-                    "SELECT seq, data FROM tether_serve_events WHERE run_id = %s AND seq > %s "
-                    "ORDER BY seq LIMIT %s",
-                    (run_id, after_seq, limit),
+                    "SELECT 1 FROM tether_serve_runs WHERE run_id = %s AND owner = %s", (run_id, owner)
                 )
-                rows = await cursor.fetchall()
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL: {exc}") from exc
+                if await cursor.fetchone() is None:
+                    raise run_not_found(run_id)
+            cursor = await conn.execute(
+                "SELECT seq, data FROM tether_serve_events WHERE run_id = %s AND seq > %s "
+                "ORDER BY seq LIMIT %s",
+                (run_id, after_seq, limit),
+            )
+            rows = await cursor.fetchall()
         self._owners.put(run_id, owner)
         return [LoggedEvent(int(seq), bytes(data)) for seq, data in rows]
 
@@ -506,7 +438,7 @@ class PostgresEventLog:
         listener (``notify="poll"``, or while it reconnects) readers poll."""
         if self._tail.is_local(run_id) or timeout <= self.poll_interval:
             return await self._tail.wait(run_id, after_seq, timeout)
-        if self._listening:
+        if self._listener.listening:
             # a notification wakes us; the periodic re-read covers a notification sent while the
             # reader was between its read and this wait
             await self._tail.wait(run_id, after_seq, min(timeout, 1.0))
@@ -645,39 +577,6 @@ class PostgresEventLog:
         return str(row[1])
 
     async def close(self) -> None:
-        """Stop the listener and close the pool. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._listener
+        """Close the pool and stop the listener. Idempotent."""
         await self._pool.close()
-
-
-def _payload(run_ids: Sequence[str]) -> str:
-    """The NOTIFY payload naming the runs of a batch; ``*`` (wake every reader) when the ids do
-    not fit PostgreSQL's 8000-byte limit."""
-    joined = ",".join(sorted(set(run_ids)))
-    return joined if len(joined.encode()) <= 7900 else "*"
-
-
-async def _migrate(conn: _Conn, schema: str | None) -> None:
-    """Apply the missing ``serve_`` migrations in one transaction under the store's advisory lock."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('tether_migrations'))")
-        if schema is not None:
-            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS tether_migrations (name TEXT PRIMARY KEY, "
-            "applied_at DOUBLE PRECISION NOT NULL)"
-        )
-        cursor = await conn.execute("SELECT name FROM tether_migrations")
-        applied = {str(r[0]) for r in await cursor.fetchall()}
-        for name, statements in pending_migrations(applied, POSTGRES, family=FAMILY):
-            for statement in statements:
-                await conn.execute(statement.encode())
-            await conn.execute(
-                "INSERT INTO tether_migrations (name, applied_at) VALUES (%s, %s)", (name, now())
-            )
+        await self._listener.stop()

@@ -13,10 +13,10 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Self, TypeVar
+from typing import Self
 
-from tether.errors import ConflictError, NotFound, StoreError, TetherError
-from tether.stores._common import check_id, now, pending_migrations, to_datetime
+from tether.errors import ConflictError, NotFound, TetherError
+from tether.stores._common import check_id, now, to_datetime
 from tether.stores._events import (
     ACTIVE,
     LiveTail,
@@ -41,6 +41,7 @@ from tether.stores._events_common import (
     to_user,
 )
 from tether.stores._events_migrations import FAMILY, SQLITE
+from tether.stores._sqlite_db import SQLiteThread, apply_migrations, write
 from tether.stores._users import (
     UserInfo,
     check_user_name,
@@ -49,12 +50,8 @@ from tether.stores._users import (
     token_matches,
     well_formed,
 )
-from tether.stores._worker import Worker
 
 __all__ = ["SQLiteEventLog"]
-
-R = TypeVar("R")
-_Tx = Callable[[sqlite3.Connection], R]
 
 
 class SQLiteEventLog:
@@ -70,11 +67,13 @@ class SQLiteEventLog:
     ) -> None:
         self.path = os.fspath(path)
         self.poll_interval = poll_interval
-        self._busy_timeout = busy_timeout
         self._clock = clock
-        self._conn: sqlite3.Connection | None = None
-        self._worker = Worker("tether-sqlite-events")
-        self._closed = False
+        self._db = SQLiteThread(
+            self.path,
+            lambda: _connect(self.path, busy_timeout),
+            name="tether-sqlite-events",
+            label="SQLiteEventLog",
+        )
         self._tail = LiveTail()
         self._owners = OwnerCache()
         self._appends: list[Append] = []
@@ -82,58 +81,11 @@ class SQLiteEventLog:
         self._commit_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
-        await self._run(self._read, lambda _: None)
+        await self._db.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    # -- plumbing ---------------------------------------------------------------------------
-    async def _run(self, fn: Callable[[_Tx[R]], R], tx: _Tx[R]) -> R:
-        if self._closed:
-            raise StoreError(f"SQLiteEventLog {self.path!r} is closed")
-        return await self._worker.call(self._guard, fn, tx)
-
-    def _guard(self, fn: Callable[[_Tx[R]], R], tx: _Tx[R]) -> R:
-        try:
-            return fn(tx)
-        except TetherError:
-            raise
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite {self.path!r}: {exc}") from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                _migrate(conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-        return self._conn
-
-    def _write(self, fn: _Tx[R]) -> R:
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
-
-    def _read(self, fn: _Tx[R]) -> R:
-        conn = self._connection()
-        conn.execute("BEGIN")
-        try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")
 
     # -- runs -------------------------------------------------------------------------------
     async def start_run(
@@ -166,7 +118,7 @@ class SQLiteEventLog:
             )
             return RunRecord(run_id, owner, conversation_id, "running", *_times(t), 1, process_id)
 
-        record = await self._run(self._write, tx)
+        record = await self._db.write(tx)
         self._owners.put(run_id, owner)
         self._tail.publish(run_id, [LoggedEvent(1, event)], local=True, final=False)
         return record
@@ -208,7 +160,7 @@ class SQLiteEventLog:
                     return [_append_one(conn, item, t) for item in batch]
 
                 try:
-                    outcomes = await self._run(self._write, tx)
+                    outcomes = await self._db.write(tx)
                 except Exception as exc:  # the transaction failed: every append of it did
                     settle(batch, [exc] * len(batch))
                     continue
@@ -258,7 +210,7 @@ class SQLiteEventLog:
             )
             return before
 
-        before = await self._run(self._write, tx)
+        before = await self._db.write(tx)
         if before is not None:
             running = to_status == "running"
             self._tail.publish(
@@ -286,7 +238,7 @@ class SQLiteEventLog:
                 raise run_not_found(run_id)
             return to_record(row)
 
-        return await self._run(self._write, tx)
+        return await self._db.write(tx)
 
     async def cancel_requests(self, process_id: str) -> list[str]:
         """See ``EventLog.cancel_requests``."""
@@ -299,7 +251,7 @@ class SQLiteEventLog:
             ).fetchall()
             return [r[0] for r in rows]
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def get_run(self, owner: str, run_id: str) -> RunRecord:
         """See ``EventLog.get_run``."""
@@ -314,7 +266,7 @@ class SQLiteEventLog:
                 raise run_not_found(run_id)
             return to_record(row)
 
-        record = await self._run(self._read, read)
+        record = await self._db.read(read)
         self._owners.put(run_id, owner)
         return record
 
@@ -332,7 +284,7 @@ class SQLiteEventLog:
             ).fetchall()
             return [to_record(r) for r in rows]
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def active_count(self, owner: str) -> int:
         """See ``EventLog.active_count``."""
@@ -343,7 +295,7 @@ class SQLiteEventLog:
             ).fetchone()
             return int(row[0])
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def active_runs(self) -> list[RunRecord]:
         """See ``EventLog.active_runs``."""
@@ -354,7 +306,7 @@ class SQLiteEventLog:
             ).fetchall()
             return [to_record(r) for r in rows]
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def read(self, owner: str, run_id: str, after_seq: int = 0, limit: int = 500) -> list[LoggedEvent]:
         """See ``EventLog.read``."""
@@ -379,7 +331,7 @@ class SQLiteEventLog:
             ).fetchall()
             return [LoggedEvent(int(seq), bytes(data)) for seq, data in rows]
 
-        events = await self._run(self._read, read)
+        events = await self._db.read(read)
         self._owners.put(run_id, owner)
         return events
 
@@ -406,7 +358,7 @@ class SQLiteEventLog:
             conn.executemany("DELETE FROM tether_serve_runs WHERE run_id = ?", ids)
             return [r for r, _ in rows]
 
-        deleted = await self._run(self._write, tx)
+        deleted = await self._db.write(tx)
         self._owners.drop(deleted)
         return len(deleted)
 
@@ -423,7 +375,7 @@ class SQLiteEventLog:
                 (process_id, host, pid, t, t),
             )
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
 
     async def processes(self) -> list[ProcessInfo]:
         """See ``EventLog.processes``."""
@@ -434,7 +386,7 @@ class SQLiteEventLog:
             ).fetchall()
             return [ProcessInfo(p, h, int(pid), float(s), float(b)) for p, h, pid, s, b in rows]
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def forget_process(self, process_id: str) -> None:
         """See ``EventLog.forget_process``."""
@@ -442,7 +394,7 @@ class SQLiteEventLog:
         def tx(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM tether_serve_processes WHERE process_id = ?", (process_id,))
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
 
     async def secret(self, name: str, size: int = 32) -> bytes:
         """See ``EventLog.secret``."""
@@ -457,7 +409,7 @@ class SQLiteEventLog:
                 conn.execute("SELECT value FROM tether_serve_secrets WHERE name = ?", (name,)).fetchone()[0]
             )
 
-        return await self._run(self._write, tx)
+        return await self._db.write(tx)
 
     # -- users --------------------------------------------------------------------------------
     async def add_user(self, name: str) -> str:
@@ -475,7 +427,7 @@ class SQLiteEventLog:
                 (token_digest(token), name, t),
             )
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
         return token
 
     async def add_token(self, name: str) -> str:
@@ -495,7 +447,7 @@ class SQLiteEventLog:
                 (token_digest(token), name, t),
             )
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
         return token
 
     async def revoke_user(self, name: str) -> None:
@@ -513,7 +465,7 @@ class SQLiteEventLog:
                 (t, name),
             )
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
 
     async def users(self) -> list[UserInfo]:
         """See ``UserStore.users``."""
@@ -526,7 +478,7 @@ class SQLiteEventLog:
             ).fetchall()
             return [to_user(r) for r in rows]
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def authenticate(self, token: str) -> str | None:
         """See ``UserStore.authenticate``."""
@@ -542,23 +494,14 @@ class SQLiteEventLog:
                 (digest,),
             ).fetchone()
 
-        row = await self._run(self._read, read)
+        row = await self._db.read(read)
         if row is None or not token_matches(token, row[0]):
             return None
         return row[1]
 
     async def close(self) -> None:
         """Close the connection and its thread. Idempotent."""
-        if self._closed:
-            return
-        await self._worker.call(self._close_connection)
-        self._closed = True
-        self._worker.stop()
-
-    def _close_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        await self._db.close()
 
 
 def _append_one(conn: sqlite3.Connection, item: Append, t: float) -> int | TetherError:
@@ -596,19 +539,16 @@ def _times(t: float) -> tuple[datetime, datetime]:
     return to_datetime(t), to_datetime(t)
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Apply the missing ``serve_`` migrations, each recorded in the same transaction."""
-    conn.execute("BEGIN IMMEDIATE")
+def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, the ``serve_``
+    migrations applied."""
+    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS tether_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        applied = {r[0] for r in conn.execute("SELECT name FROM tether_migrations")}
-        for name, statements in pending_migrations(applied, SQLITE, family=FAMILY):
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute("INSERT INTO tether_migrations (name, applied_at) VALUES (?, ?)", (name, now()))
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        write(conn, lambda c: apply_migrations(c, SQLITE, family=FAMILY))
     except BaseException:
-        conn.execute("ROLLBACK")
+        conn.close()
         raise
-    conn.execute("COMMIT")
+    return conn
