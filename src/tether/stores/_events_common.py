@@ -1,5 +1,5 @@
-"""What the SQL event logs share: the queries (``?`` placeholders; PostgreSQL swaps them for
-``%s``), the row → record mapping and the argument checks."""
+"""What the event logs share: the queries (``?`` placeholders; PostgreSQL swaps them for
+``%s``), the row → record mapping, the argument checks and the take-over rule."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from tether.errors import ConflictError, UserError
 from tether.stores._common import check_id, to_datetime
-from tether.stores._events import ACTIVE, RunRecord, RunStatus
+from tether.stores._events import ACTIVE, LiveTail, LoggedEvent, RunRecord, RunStatus
 from tether.stores._users import UserInfo
 
 __all__ = [
@@ -18,10 +18,12 @@ __all__ = [
     "RUN_COLUMNS",
     "Append",
     "OwnerCache",
+    "TakeOver",
     "check_events",
     "check_run_args",
     "check_status",
     "not_held",
+    "publish_appended",
     "settle",
     "to_record",
     "to_user",
@@ -78,6 +80,56 @@ def not_held(run_id: str, status: str, holder: str | None, process_id: str) -> C
     held = f"is held by process {holder!r}, not {process_id!r}"
     why = f"is {status}" if status != "running" else held
     return ConflictError(f"run {run_id!r} {why}: nothing was appended", expected=0, actual=1)
+
+
+def publish_appended(
+    tail: LiveTail, run_id: str, last: int, events: Sequence[bytes], status: RunStatus | None
+) -> int:
+    """Publish the committed ``events`` appended after seq ``last`` (the run left the running
+    state when ``status`` says so); return the seq of the last one."""
+    logged = [LoggedEvent(last + 1 + i, data) for i, data in enumerate(events)]
+    tail.publish(run_id, logged, local=True, final=status not in (None, "running"))
+    return last + len(events)
+
+
+@dataclass(frozen=True, slots=True)
+class TakeOver:
+    """A checked ``take_over``: the compare (``from_status``, held by ``holder``, paused as
+    ``pause_id``) and the set (``to_status``, held by ``process_id``, ``event`` appended)."""
+
+    from_status: RunStatus
+    to_status: RunStatus
+    event: bytes
+    process_id: str | None = None
+    holder: str | None = None
+    pause_id: str | None = None
+
+    def __post_init__(self) -> None:
+        check_status(self.from_status)
+        check_status(self.to_status)
+        check_events([self.event])
+
+    def accepts(self, before: RunRecord) -> bool:
+        """True when the run as it is matches the compare."""
+        return (
+            before.status == self.from_status
+            and (self.holder is None or before.process_id == self.holder)
+            and (self.pause_id is None or before.pause_id == self.pause_id)
+        )
+
+    def holder_after(self, before: RunRecord) -> str | None:
+        """The process holding the run after the take-over (the same one unless given)."""
+        return self.process_id if self.process_id is not None else before.process_id
+
+    def publish(self, tail: LiveTail, run_id: str, seq: int) -> None:
+        """Publish the committed take-over event, numbered ``seq``."""
+        running = self.to_status == "running"
+        tail.publish(
+            run_id,
+            [LoggedEvent(seq, self.event)],
+            local=running and self.process_id is not None,
+            final=not running,
+        )
 
 
 @dataclass(slots=True)
