@@ -141,6 +141,14 @@ class TakeOver:
             and (self.pause_id is None or before.pause_id == self.pause_id)
         )
 
+    def compare(self, row: Sequence[Any] | None) -> RunRecord | None:
+        """The run of ``row`` (``RUN_COLUMNS``; ``None``: no such run) when it matches the
+        compare, else ``None``."""
+        if row is None:
+            return None
+        before = to_record(row)
+        return before if self.accepts(before) else None
+
     def holder_after(self, before: RunRecord) -> str | None:
         """The process holding the run after the take-over (the same one unless given)."""
         return self.process_id if self.process_id is not None else before.process_id

@@ -229,11 +229,8 @@ class _PostgresRuns:
         """See ``RunTables.take_over``: the run's row locked for the compare."""
         async with self._pool.tx(unique=True) as conn:
             cursor = await conn.execute(qmark(sql.RUN + " FOR UPDATE"), (run_id,))
-            row = await cursor.fetchone()
-            if row is None:
-                return None
-            before = to_record(row)
-            if not change.accepts(before):
+            before = change.compare(await cursor.fetchone())
+            if before is None:
                 return None
             seq = before.last_seq + 1
             await conn.execute(qmark(sql.INSERT_EVENT), (run_id, seq, t, change.event))

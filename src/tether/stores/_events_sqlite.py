@@ -86,11 +86,8 @@ class _SQLiteRuns:
         """See ``RunTables.take_over``."""
 
         def tx(conn: sqlite3.Connection) -> RunRecord | None:
-            row = conn.execute(sql.RUN, (run_id,)).fetchone()
-            if row is None:
-                return None
-            before = to_record(row)
-            if not change.accepts(before):
+            before = change.compare(conn.execute(sql.RUN, (run_id,)).fetchone())
+            if before is None:
                 return None
             seq = before.last_seq + 1
             conn.execute(sql.INSERT_EVENT, (run_id, seq, t, change.event))
