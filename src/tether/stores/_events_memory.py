@@ -20,7 +20,14 @@ from tether.stores._events import (
     busy,
     run_not_found,
 )
-from tether.stores._events_common import check_events, check_run_args, check_status, not_held
+from tether.stores._events_common import (
+    TakeOver,
+    check_events,
+    check_run_args,
+    check_status,
+    not_held,
+    publish_appended,
+)
 from tether.stores._users import UserInfo, check_user_name, new_token, token_digest, well_formed
 
 __all__ = ["MemoryEventLog"]
@@ -116,9 +123,7 @@ class MemoryEventLog:
             self._stamp(
                 run, status or r.status, r.process_id, pause_id if paused else None, pause if paused else None
             )
-        logged = [LoggedEvent(last + 1 + i, data) for i, data in enumerate(events)]
-        self._tail.publish(run_id, logged, local=True, final=status not in (None, "running"))
-        return last + len(events)
+        return publish_appended(self._tail, run_id, last, events, status)
 
     async def take_over(
         self,
@@ -132,30 +137,17 @@ class MemoryEventLog:
         pause_id: str | None = None,
     ) -> RunRecord | None:
         """See ``EventLog.take_over``."""
-        check_status(from_status)
-        check_status(to_status)
-        check_events([event])
+        change = TakeOver(from_status, to_status, event, process_id, holder, pause_id)
         with self._lock:
             run = self._runs.get(run_id)
-            if run is None:
+            if run is None or not change.accepts(run.record):
                 return None
             before = run.record
-            if (
-                before.status != from_status
-                or (holder is not None and before.process_id != holder)
-                or (pause_id is not None and before.pause_id != pause_id)
-            ):
-                return None
             run.events.append(event)
             run.cancel_requested = False
-            self._stamp(
-                run, to_status, process_id if process_id is not None else before.process_id, None, None
-            )
+            self._stamp(run, to_status, change.holder_after(before), None, None)
             seq = len(run.events)
-        running = to_status == "running"
-        self._tail.publish(
-            run_id, [LoggedEvent(seq, event)], local=running and process_id is not None, final=not running
-        )
+        change.publish(self._tail, run_id, seq)
         return before
 
     async def request_cancel(self, owner: str, run_id: str) -> RunRecord:
