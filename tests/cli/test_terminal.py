@@ -8,10 +8,14 @@ import importlib.util
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from tether import Message
+from tether.history import check_history
+from tether.models._local_prompt import DEFAULT_MAX_TOKENS
 from tether.stores import SQLiteStore
 
 pexpect = pytest.importorskip("pexpect")
@@ -109,3 +113,65 @@ def test_local_chat_survives_a_restart(tmp_path: Path) -> None:
     role, text, stop_reason = stored[-1]
     assert (role, stop_reason) == ("assistant", "canceled")
     assert text.strip()
+
+
+FIRST_TOKEN_SECONDS = 15.0
+"""How long a step may take to show its first token (or finish, for a short tool call) once the
+model is loaded: about half a second on the 2-core machine this runs on; generous for a loaded
+CI box. A step that computed its whole turn before showing anything would take far longer."""
+
+
+def _stored_messages(db: Path, cid: str) -> list[Message]:
+    async def load() -> list[Message]:
+        async with SQLiteStore(db) as store:
+            return list((await store.load("local", cid)).messages)
+
+    return asyncio.run(load())
+
+
+@pytest.mark.local_model
+def test_chat_with_tools_streams_every_step_within_its_bound_and_keeps_the_log_out(tmp_path: Path) -> None:
+    """``tether chat --tools`` on the bundled model: every step shows its first token within
+    seconds (a tool step on the spinner's token count, a text step as text), no step runs past
+    the token bound, and nothing the drivers log reaches the transcript."""
+    _require_local_model()
+    db = tmp_path / "chat.db"
+    child = _spawn(db, "--tools")
+    child.expect(rf"conversation {STYLE}({UUID}){STYLE} \(new\)")
+    cid = child.match.group(1)
+    child.expect("you>")
+    transcript = [child.before or ""]
+    _turn(child, "Hi!")  # loads the model: not a step's first token
+    transcript.append(child.before or "")
+
+    first_token = rf"\d+ tokens|{STYLE}→ |assistant>"
+    child.sendline("What time is it now? Use the tool.")
+    started = time.monotonic()
+    child.expect(first_token, timeout=FIRST_TOKEN_SECONDS)
+    waits = [time.monotonic() - started]
+    transcript.append((child.before or "") + str(child.after))
+    # the step after the tool's result, when the model called it
+    if child.expect([rf"{STYLE}← ", rf"conversation {UUID} · run"], timeout=120) == 0:
+        started = time.monotonic()
+        child.expect(r"\d+ tokens|assistant>", timeout=FIRST_TOKEN_SECONDS)
+        waits.append(time.monotonic() - started)
+        transcript.append((child.before or "") + str(child.after))
+        child.expect(rf"conversation {UUID} · run", timeout=120)
+    transcript.append(child.before or "")
+    child.expect("you>")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    transcript.append(child.before or "")
+    child.close()
+
+    assert all(wait < FIRST_TOKEN_SECONDS for wait in waits), waits
+    shown = ANSI.sub("", "".join(transcript))
+    for leak in ("WARNING", "tether.models", "request approximated", "request dropped", "Traceback"):
+        assert leak not in shown, shown
+    stored = _stored_messages(db, cid)
+    assert check_history(stored) == []
+    replies = [m for m in stored if m.role == "assistant"]
+    assert len(replies) >= 2
+    for reply in replies:
+        assert reply.usage is not None
+        assert 0 < reply.usage.output_tokens <= DEFAULT_MAX_TOKENS, reply.usage
