@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pytest
 
 from tether import Agent, Message, ToolCall, UserError, assistant
-from tether.agent import CompactionEvent, Compaction, StoreRecorder
+from tether.agent import Compaction, CompactionEvent, StoreRecorder
 from tether.history import check_history, split_summary
 from tether.models.testing import FunctionInfo, FunctionModel
 from tether.stores import MemoryStore, Store
@@ -60,12 +60,14 @@ async def test_a_stored_conversation_is_compacted_incrementally_across_runs(stor
     agent = _agent(summaries, model, strategies=("summarize",))
 
     first = await agent.run("next step", store=store, owner=OWNER, conversation_id="long")
-    assert len(first.compactions) == 1 and first.compactions[0].steps == ("summarize",)
+    assert len(first.compactions) == 1
+    assert first.compactions[0].steps == ("summarize",)
     records = await store.records(OWNER, "long")
     assert len(records) == 1
     r1 = records[0]
     assert r1.id == first.compactions[0].record_id
-    assert r1.previous_boundary == 0 and r1.tokens_after < r1.tokens_before
+    assert r1.previous_boundary == 0
+    assert r1.tokens_after < r1.tokens_before
     sent = model.seen[-1]
     summary, _ = split_summary(sent[0])
     assert summary == r1.summary
@@ -86,7 +88,8 @@ async def test_a_stored_conversation_is_compacted_incrementally_across_runs(stor
     assert second.compactions[0].record_id == r2.id
     # incremental: the previous summary plus only the messages after its boundary
     text = summaries.inputs[0]
-    assert "<previous-summary>" in text and r1.summary.splitlines()[-1] in text
+    assert "<previous-summary>" in text
+    assert r1.summary.splitlines()[-1] in text
     labels = _labels(text.split("</previous-summary>")[1])
     assert min(labels) == r1.boundary  # position boundary = seq boundary + 1: the first not summarized
     assert max(labels) < r2.boundary
@@ -130,10 +133,13 @@ async def test_a_failing_summarizer_never_costs_the_users_turn(store: Store) -> 
         result = await stream.get_result()
     assert result.output == "ok"
     report = result.compactions[0]
-    assert report.fallback and "ConnectionError: summarizer down" in (report.error or "")
-    assert report.steps[0] == "elide" and report.tokens_after <= report.limit  # the fallback
+    assert report.fallback
+    assert "ConnectionError: summarizer down" in (report.error or "")
+    assert report.steps[0] == "elide"
+    assert report.tokens_after <= report.limit
     assert [e.report for e in events] == [report]
-    assert events[0].step == 1 and events[0].conversation_id == "long"
+    assert events[0].step == 1
+    assert events[0].conversation_id == "long"
     assert "the summarizer failed" in events[0].report.line()
     assert await store.records(OWNER, "long") == []  # no summary, no record
     assert check_history(model.seen[-1]) == []
@@ -180,7 +186,8 @@ async def test_a_run_without_a_store_returns_the_view_and_continues_from_it() ->
     agent = _agent(summaries, model, strategies=("summarize",))
     result = await agent.run("next", history=history)
     summary, _ = split_summary(result.messages[0])
-    assert summary is not None and result.compactions[0].record_id is not None
+    assert summary is not None
+    assert result.compactions[0].record_id is not None
     assert len(result.messages) < len(history)
     assert check_history(list(result.messages)) == []
     assert result.new_messages[-1].text == "ok"
@@ -198,11 +205,11 @@ async def test_recall_is_offered_from_the_start_and_can_be_left_out() -> None:
     plain = Agent(model.model, compaction=Compaction(window=WINDOW, recall=False))
     await plain.run("hi")
     assert model.tools[-1] == []
+
+    async def recall(query: str) -> str:
+        return query
+
     with pytest.raises(UserError, match="tool named 'recall'"):
-
-        async def recall(query: str) -> str:
-            return query
-
         Agent(model.model, tools=[recall], compaction=Compaction())
 
 
@@ -216,10 +223,14 @@ async def test_a_pinned_recorder_starts_from_the_record_its_view_reaches(store: 
     # a client whose view ends before the record's boundary: the record is not its view
     recorder = StoreRecorder(store, OWNER, "long", at_version=record.boundary - 1, on_conflict="fork")
     opened = await recorder.open_compacted(repair=True)
-    assert opened.record is None and opened.offset == 0 and len(opened.history) == record.boundary - 1
+    assert opened.record is None
+    assert opened.offset == 0
+    assert len(opened.history) == record.boundary - 1
     recorder = StoreRecorder(store, OWNER, "long", at_version=record.boundary + 2)
     opened = await recorder.open_compacted(repair=True)
-    assert opened.record == record and opened.offset == record.boundary and len(opened.history) == 2
+    assert opened.record == record
+    assert opened.offset == record.boundary
+    assert len(opened.history) == 2
 
 
 async def test_agent_compact_needs_compaction_and_a_window() -> None:

@@ -54,7 +54,8 @@ async def test_records_are_appended_listed_oldest_first_and_the_latest_is_the_la
     assert await store.records(ALICE, cid) == [first, second]
     # the log is untouched
     loaded = await store.load(ALICE, cid)
-    assert loaded.version == 10 and [m.text for m in loaded.messages][:2] == ["q0", "a1"]
+    assert loaded.version == 10
+    assert [m.text for m in loaded.messages][:2] == ["q0", "a1"]
 
 
 async def test_deleting_the_latest_record_restores_the_previous_one_then_none(store: Store) -> None:
@@ -143,7 +144,8 @@ async def test_records_are_sealed_with_the_message_key(open_store: OpenStore, ra
     await store.append_record(ALICE, record)
     key_id, data = raw_sql(f"SELECT key_id, data FROM tether_compactions {_RECORD_ROW}", "r-4", ALICE, cid)[0]
     assert key_id == "k1"
-    assert b"OPS-7731" not in bytes(data) and b"summary" not in bytes(data)
+    assert b"OPS-7731" not in bytes(data)
+    assert b"summary" not in bytes(data)
     assert await store.latest_record(ALICE, cid) == record
     # moved to another conversation: fails authentication (the associated data names it)
     other = await _conversation(store, cid="other")
@@ -174,7 +176,9 @@ async def test_a_plaintext_record_inserted_into_an_encrypted_database_is_refused
         ALICE,
         cid,
     )
-    with pytest.raises(CorruptRecord, match="compaction record 'forged' of conversation chat is not encrypted"):
+    with pytest.raises(
+        CorruptRecord, match="compaction record 'forged' of conversation chat is not encrypted"
+    ):
         await store.latest_record(ALICE, cid)
 
 
@@ -190,7 +194,8 @@ async def test_reencrypt_seals_plaintext_records_and_a_record_row_naming_another
     rotating = open_store(keyring=RING, require_encryption=False)
     assert await rotating.reencrypt() >= 1
     key_id, data = raw_sql(f"SELECT key_id, data FROM tether_compactions {_RECORD_ROW}", "r-4", ALICE, cid)[0]
-    assert key_id == "k1" and b"OPS-7731" not in bytes(data)
+    assert key_id == "k1"
+    assert b"OPS-7731" not in bytes(data)
     assert await rotating.latest_record(ALICE, cid) == record
     lenient = open_store(require_encryption=False, keyring=RING)
     raw_sql(

@@ -30,7 +30,11 @@ async def _fill(store: Store, owner: str = ALICE) -> None:
         [
             user("Why did the deploy DEP-4471 fail? " + FILLER),
             assistant(call),
-            tool(ToolResult("c1", "read_file", (Text("error E-1042: DEP-4471 rollout blocked by DEP-4471 gate"),))),
+            tool(
+                ToolResult(
+                    "c1", "read_file", (Text("error E-1042: DEP-4471 rollout blocked by DEP-4471 gate"),)
+                )
+            ),
             assistant("DEP-4471 failed because the gate was closed. " + FILLER),
         ],
         expected_version=0,
@@ -39,7 +43,10 @@ async def _fill(store: Store, owner: str = ALICE) -> None:
     await store.append(
         owner,
         "config",
-        [user("Where do the settings live? " + FILLER), assistant("In /srv/app/settings.toml; see DEP-4471.")],
+        [
+            user("Where do the settings live? " + FILLER),
+            assistant("In /srv/app/settings.toml; see DEP-4471."),
+        ],
         expected_version=0,
     )
     await store.create(owner, "lunch")
@@ -54,12 +61,15 @@ async def test_search_ranks_matches_across_conversations_with_snippets(store: St
     await _fill(store)
     found = await store.search(ALICE, "DEP-4471")
     assert found.method == METHOD[backend]
-    assert found.complete and found.conversations == 3
+    assert found.complete
+    assert found.conversations == 3
     where = _where(found)
     assert set(where) == {("deploy", 1), ("deploy", 3), ("deploy", 4), ("config", 2)}
     assert where[0] == ("deploy", 3)  # three mentions in a short text: the best match
     top = found.hits[0]
-    assert top.role == "tool" and "DEP-4471" in top.snippet and len(top.snippet) < 400
+    assert top.role == "tool"
+    assert "DEP-4471" in top.snippet
+    assert len(top.snippet) < 400
     assert all(h.score > 0 for h in found.hits)
     assert [h.score for h in found.hits] == sorted((h.score for h in found.hits), reverse=True)
     assert _where(await store.search(ALICE, "DEP-4471", limit=1)) == [("deploy", 3)]
@@ -80,7 +90,8 @@ async def test_search_is_owner_scoped(store: Store) -> None:
     await store.create(BOB, "deploy")  # the same id, another owner
     await store.append(BOB, "deploy", [user("bob's own DEP-4471 notes")], expected_version=0)
     bobs = await store.search(BOB, "DEP-4471")
-    assert _where(bobs) == [("deploy", 1)] and "bob's own" in bobs.hits[0].snippet
+    assert _where(bobs) == [("deploy", 1)]
+    assert "bob's own" in bobs.hits[0].snippet
     assert bobs.conversations == 1
     assert all("bob" not in h.snippet for h in (await store.search(ALICE, "DEP-4471")).hits)
     assert (await store.search("mallory", "DEP-4471")).hits == ()
@@ -149,7 +160,8 @@ async def test_with_encryption_no_plaintext_index_is_written_and_search_scans(
     store = open_store(keyring=RING)
     await _fill(store)
     found = await store.search(ALICE, "DEP-4471")
-    assert found.method == "scan" and found.complete
+    assert found.method == "scan"
+    assert found.complete
     assert set(_where(found)) == {("deploy", 1), ("deploy", 3), ("deploy", 4), ("config", 2)}
     assert "DEP-4471" in found.hits[0].snippet
     assert raw_sql("SELECT count(*) FROM tether_search")[0][0] == 0
@@ -177,11 +189,14 @@ async def test_a_scan_stops_at_its_bounds_and_says_so(open_store: OpenStore, bac
         await store.create(ALICE, f"c{i}")
         await store.append(ALICE, f"c{i}", [user(f"note {i}: the token is ZX-99 " + FILLER * 20)])
     found = await store.search(ALICE, "ZX-99", max_conversations=2)
-    assert not found.complete and found.conversations == 2
-    assert found.note is not None and "max_conversations" in found.note
+    assert not found.complete
+    assert found.conversations == 2
+    assert found.note is not None
+    assert "max_conversations" in found.note
     assert {h.conversation_id for h in found.hits} == {"c4", "c3"}  # the most recently updated
     if backend != "memory":  # memory keeps objects: it has no bytes to count
         by_bytes = await store.search(ALICE, "ZX-99", max_bytes=3_000)
-        assert not by_bytes.complete and "max_bytes" in (by_bytes.note or "")
+        assert not by_bytes.complete
+        assert "max_bytes" in (by_bytes.note or "")
         assert 1 <= by_bytes.conversations < 5
         assert (await store.search(ALICE, "ZX-99")).conversations == 5
