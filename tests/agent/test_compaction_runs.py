@@ -243,3 +243,20 @@ async def test_agent_compact_needs_compaction_and_a_window() -> None:
         await Agent(Recording().model, compaction=Compaction(window=WINDOW)).compact(
             store=MemoryStore(), owner=OWNER, conversation_id="none"
         )
+
+
+async def test_no_record_is_stored_when_positions_are_not_the_stored_seqs(store: Store) -> None:
+    # an older turn whose side-effecting call never got its result: opening the conversation
+    # inserts a closing tool message that is not stored, so later positions are off by one
+    crashed = assistant(ToolCall("c1", "charge", "{}"), run_id="r1")
+    history, _ = task_conversation(300)
+    await store.create(OWNER, "shifted")
+    await store.append(OWNER, "shifted", [history[0], crashed, *history[4:]], expected_version=0)
+    await store.record_tool_started(OWNER, "shifted", "r1", "c1", "charge", "{}")
+    summaries, model = Summaries(max_lines=40), Recording()
+    agent = _agent(summaries, model, strategies=("summarize",))
+    result = await agent.run("next", store=store, owner=OWNER, conversation_id="shifted")
+    assert result.compactions
+    assert result.compactions[0].record_id is not None  # the view was compacted in this run
+    assert await store.records(OWNER, "shifted") == []  # but no record names a wrong seq
+    assert check_history(model.seen[-1]) == []
