@@ -9,6 +9,7 @@ shows that per-step work does not grow with the history.
     python -m bench.agent            # full
     python -m bench.agent --quick    # fewer repetitions
     python -m bench.agent --telemetry [--quick]   # telemetry overhead columns only
+    python -m bench.agent --compaction [--quick]  # the step cost with and without compaction
 
 Telemetry overhead: the marginal step cost and the 10-step run of tether with telemetry off and
 OpenTelemetry not imported (``off``), with the API imported and no provider configured
@@ -50,7 +51,9 @@ def history(n: int) -> list[Message]:
 # -- tether -------------------------------------------------------------------------------------
 
 
-def tether_runner(steps: int, telemetry: Any = None) -> Callable[[list[Message]], Awaitable[Any]]:
+def tether_runner(
+    steps: int, telemetry: Any = None, compaction: Any = None
+) -> Callable[[list[Message]], Awaitable[Any]]:
     async def step(i: int) -> str:
         return f"step {i} ok"
 
@@ -62,7 +65,9 @@ def tether_runner(steps: int, telemetry: Any = None) -> Callable[[list[Message]]
             return assistant(ToolCall(f"b{counter[0]}", "step", f'{{"i": {counter[0]}}}'))
         return "done"
 
-    extra = {"telemetry": telemetry} if telemetry is not None else {}
+    extra: dict[str, Any] = {"telemetry": telemetry} if telemetry is not None else {}
+    if compaction is not None:
+        extra["compaction"] = compaction
     agent = TetherAgent(FunctionModel(reply), tools=[step], max_steps=steps + 5, **extra)
 
     async def run(h: list[Message]) -> Any:
@@ -240,6 +245,35 @@ async def main(quick: bool) -> None:
         print(f"{n:>8} {'tether':<12} marginal step {marginal * 1e3:.3f} ms; run setup {t_zero * 1e3:.2f} ms")
 
 
+# -- compaction ---------------------------------------------------------------------------------------
+
+
+def _compaction() -> Any:
+    """A configured compaction (window 200,000 tokens, an instant summarizer): a long history is
+    compacted at the run's first request, every later step is a check."""
+    from tether.agent import Compaction
+
+    def summarize(messages: Sequence[Message], info: FunctionInfo) -> str:
+        return "summary: " + messages[-1].text[-600:]
+
+    return Compaction(window=200_000, summarizer=FunctionModel(summarize, name="instant"), recall=False)
+
+
+async def compaction_steps(quick: bool) -> None:
+    """The marginal step ((200-step run - 0-step run) / 200), without and with compaction."""
+    print(f"marginal step cost ({LONG}-step run minus 0-step run, / {LONG}); median")
+    print(f"{'history':>8} {'no compaction':>15} {'compaction configured':>23}")
+    for n in SIZES:
+        h = history(n)
+        repeat = {0: 60, 1_000: 10, 10_000: 3}[n] // (3 if quick else 1) or 1
+        cells: list[str] = []
+        for compaction in (None, _compaction()):
+            t_zero = await measure(tether_runner(0, compaction=compaction), h, repeat)
+            t_long = await measure(tether_runner(LONG, compaction=compaction), h, repeat)
+            cells.append(f"{(t_long - t_zero) / LONG * 1e6:.1f} us")
+        print(f"{n:>8} {cells[0]:>15} {cells[1]:>23}")
+
+
 # -- telemetry overhead ---------------------------------------------------------------------------
 
 MODES = ("off", "api", "sdk", "sdk+metrics")
@@ -324,6 +358,8 @@ if __name__ == "__main__":
         print(json.dumps(asyncio.run(measure_mode(mode_arg, quick))))
     elif "--telemetry" in sys.argv:
         telemetry_overhead(quick)
+    elif "--compaction" in sys.argv:
+        asyncio.run(compaction_steps(quick))
     else:
         asyncio.run(main(quick))
 

@@ -133,3 +133,36 @@ class TruncatingModel:
         yield TextDelta(0, "and I'm your guest, and I'm")
         message = assistant("and I'm your guest, and I'm", provider="truncating", stop_reason="length")
         yield ModelResponse(message, "length")
+
+
+class WindowedModel:
+    """A model with a small published context window (1,500 tokens), so ``tether chat`` compacts
+    with it: a summarizer request (the compaction prompt) gets a summary naming the positions it
+    read; any other request ``I see N messages`` plus a long tail that fills the window quickly.
+    Registered as the ``windowed`` provider."""
+
+    def __init__(self, name: str = "windowed") -> None:
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def profile(self) -> Profile:
+        return Profile(provider="windowed", context_window=1_500)
+
+    async def generate(self, messages: Sequence[Message], **kwargs: Any) -> ModelResponse:
+        instructions = kwargs.get("instructions") or ""
+        if "compacting the history" in instructions:
+            text = messages[-1].text
+            first = text.split("[", 1)[1].split("]", 1)[0] if "[" in text else "?"
+            summary = f"- summarized from position {first}; the secret word was PELICAN"
+            return ModelResponse(assistant(summary, model=self._name, provider="windowed"), "stop")
+        reply = f"I see {len(messages)} messages. " + "lorem ipsum dolor sit amet " * 30
+        return ModelResponse(assistant(reply, model=self._name, provider="windowed"), "stop")
+
+    async def stream(self, messages: Sequence[Message], **kwargs: Any) -> AsyncIterator[StreamEvent]:
+        response = await self.generate(messages, **kwargs)
+        yield TextDelta(0, response.message.text)
+        yield response

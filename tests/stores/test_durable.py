@@ -47,6 +47,7 @@ async def test_migrations_are_named_recorded_and_guarded(open_store: OpenStore, 
         ("0001_conversations_messages_ledger",),
         ("0002_replay_guards",),
         ("0003_store_meta",),
+        ("0004_compaction_records_search",),
     ]
     raw_sql("INSERT INTO tether_migrations (name, applied_at) VALUES (?, ?)", "9999_from_the_future", 0.0)
     with pytest.raises(StoreError, match=r"newer than this tether.*9999_from_the_future"):

@@ -18,8 +18,9 @@ from tether.agent._compaction_recall import recall_tool
 from tether.agent._compaction_report import CompactionReport
 from tether.agent._context import MessagesView, RunContext
 from tether.agent._output import OUTPUT_TOOL
-from tether.agent._recorder import OnConflict, RunRecorder, StoreRecorder
+from tether.agent._recorder import CompactedLog, OnConflict, RunRecorder, StoreRecorder
 from tether.agent._result import (
+    CompactionEvent,
     Event,
     MessageCompleted,
     ReasoningEvent,
@@ -44,7 +45,9 @@ __all__ = [
     "UNKNOWN_OUTCOME_TEXT",
     "Agent",
     "Approve",
+    "CompactedLog",
     "Compaction",
+    "CompactionEvent",
     "CompactionReport",
     "Compactor",
     "Deferred",

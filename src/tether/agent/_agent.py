@@ -14,12 +14,16 @@ from tether.models import Model, ModelSettings, infer_model
 from tether.telemetry import Telemetry, run_trace
 
 from ._approvals import DeferredResults, MemoryReplayGuard, ReplayGuard
+from ._compact_now import compact_now
+from ._compaction import Prepared
+from ._compaction_config import Compaction
 from ._config import Prompt, RunConfig, RunOptions
 from ._context import RunContext
 from ._output import OUTPUT_TOOL, OutputSpec
 from ._recorder import RunRecorder, StoreRecorder
 from ._result import Event, Result
 from ._run import Run
+from ._run_compaction import RECALL_TOOL
 from ._stream import RunStream
 from ._tools import Tool, ToolLike, as_tools
 
@@ -63,6 +67,9 @@ class Agent(Generic[Deps, Output]):
     "length"``) instead of failing the run with ``ModelError``. ``name`` names the agent in
     telemetry (``gen_ai.agent.name``; default: the model's name); ``telemetry`` sets where this
     agent's spans and metrics go (default: ``tether.telemetry.configure``, see docs/telemetry.md).
+    ``compaction`` compacts long conversations before each model request (``Compaction``: elide
+    old tool output, summarize, budget; records kept in the store; a ``recall`` tool; see
+    docs/compaction.md).
     """
 
     @overload
@@ -85,6 +92,7 @@ class Agent(Generic[Deps, Output]):
         settings: ModelSettings | None = None,
         name: str | None = None,
         telemetry: Telemetry | None = None,
+        compaction: Compaction | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -106,6 +114,7 @@ class Agent(Generic[Deps, Output]):
         settings: ModelSettings | None = None,
         name: str | None = None,
         telemetry: Telemetry | None = None,
+        compaction: Compaction | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -127,6 +136,7 @@ class Agent(Generic[Deps, Output]):
         settings: ModelSettings | None = None,
         name: str | None = None,
         telemetry: Telemetry | None = None,
+        compaction: Compaction | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -148,6 +158,7 @@ class Agent(Generic[Deps, Output]):
         settings: ModelSettings | None = None,
         name: str | None = None,
         telemetry: Telemetry | None = None,
+        compaction: Compaction | None = None,
     ) -> None: ...
     def __init__(
         self,
@@ -168,6 +179,7 @@ class Agent(Generic[Deps, Output]):
         settings: ModelSettings | None = None,
         name: str | None = None,
         telemetry: Telemetry | None = None,
+        compaction: Compaction | None = None,
     ) -> None:
         if max_steps < 1:
             raise UserError(f"max_steps must be at least 1, got {max_steps}")
@@ -208,7 +220,15 @@ class Agent(Generic[Deps, Output]):
         except TypeError as exc:
             raise UserError(str(exc)) from None
         self._processor_ctx = history_processor is not None and _takes_context(history_processor)
+        if compaction is not None and not isinstance(cast(object, compaction), Compaction):
+            raise UserError(f"compaction must be a tether.agent.Compaction, not {type(compaction).__name__}")
+        self.compaction = compaction
         self._base = self._config(tools)
+        if compaction is not None and compaction.recall and RECALL_TOOL in self._base.tools:
+            raise UserError(
+                f"the agent has a tool named {RECALL_TOOL!r} and compaction would add its own: rename "
+                "the tool or pass Compaction(recall=False)"
+            )
 
     def _config(self, tools: Sequence[ToolLike]) -> RunConfig:
         table = as_tools(tools)
@@ -233,6 +253,7 @@ class Agent(Generic[Deps, Output]):
             self._replay_guard,
             self.accept_truncated,
             self.settings,
+            self.compaction,
         )
 
     @property
@@ -319,6 +340,33 @@ class Agent(Generic[Deps, Output]):
             return self._start(options, emit, owned=True)
 
         return RunStream(start)
+
+    async def compact(
+        self,
+        *,
+        history: Sequence[Message] = (),
+        store: Store | None = None,
+        owner: str | None = None,
+        conversation_id: str | None = None,
+        recorder: RunRecorder | None = None,
+        force: bool = True,
+    ) -> Prepared:
+        """Compact a conversation now, without a model turn (``/compact``): with ``store`` (and
+        ``owner``, ``conversation_id``) or ``recorder``, the stored conversation from its latest
+        record, the new record kept in the store; otherwise ``history``. ``force=False`` compacts
+        only when it is over the threshold. Returns the view, the records made and the reports
+        (``prepared.report.line()``). Needs ``Agent(compaction=...)`` and a known context window."""
+        if self.compaction is None:
+            raise UserError("agent.compact needs Agent(compaction=Compaction(...))")
+        if store is not None:
+            if recorder is not None:
+                raise UserError("pass either store= (with owner=) or recorder=, not both")
+            if owner is None or conversation_id is None:
+                raise UserError("agent.compact with a store needs owner= and conversation_id=")
+            recorder = StoreRecorder(store, owner, conversation_id)
+        if recorder is not None and history:
+            raise UserError("pass either history= or store=: with a store the history is loaded from it")
+        return await compact_now(self._base, history=history, recorder=recorder, force=force)
 
     async def _start(
         self, o: RunOptions, emit: Callable[[Event], None] | None, *, owned: bool

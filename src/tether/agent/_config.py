@@ -11,6 +11,7 @@ from tether.messages import Document, Image, Message, Text
 from tether.models import Model, ModelSettings, ToolDefinition
 
 from ._approvals import DeferredResults, ReplayGuard
+from ._compaction_config import Compaction
 from ._context import RunContext
 from ._output import OutputSpec
 from ._recorder import RunRecorder
@@ -43,6 +44,7 @@ class RunConfig:
     replay_guard: ReplayGuard
     accept_truncated: bool
     settings: ModelSettings | None
+    compaction: Compaction | None = None
 
 
 @dataclass(frozen=True, slots=True)

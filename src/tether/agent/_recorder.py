@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
 
 from msgspec.structs import replace
@@ -23,9 +24,9 @@ from tether.telemetry import traced_store
 from ._ledger import ledger_closures, tail_closure
 
 if TYPE_CHECKING:
-    from tether.stores import Store
+    from tether.stores import CompactionRecord, Store
 
-__all__ = ["OnConflict", "RunRecorder", "StoreRecorder", "settle"]
+__all__ = ["CompactedLog", "OnConflict", "RunRecorder", "StoreRecorder", "settle"]
 
 T = TypeVar("T")
 OnConflict = Literal["fail", "fork"]
@@ -58,6 +59,21 @@ async def settle(work: Awaitable[T], timeout: float) -> T:
     return task.result()
 
 
+@dataclass(frozen=True, slots=True)
+class CompactedLog:
+    """What ``RunRecorder.open_compacted`` gives a run with compaction: the conversation id, the
+    latest compaction ``record`` (``None``: none) and the ``history`` after its boundary, where
+    ``history[i]`` is the message stored at seq ``offset + i + 1``. ``exact`` is False when the
+    recorder inserted messages it did not store (closures of older turns' unfinished side
+    effects): positions no longer match seqs, so the run stores no new record."""
+
+    conversation_id: str
+    history: list[Message]
+    offset: int = 0
+    record: CompactionRecord | None = None
+    exact: bool = True
+
+
 @runtime_checkable
 class RunRecorder(Protocol):
     """Where a run's conversation comes from and where what it adds goes. Every method is async;
@@ -88,6 +104,21 @@ class RunRecorder(Protocol):
     async def failed(self, messages: Sequence[Message], partial: Partial | None) -> str:
         """The run failed or was stopped: store ``messages`` (its new messages not yet recorded)
         and whatever of ``partial`` the recorder's policy keeps; return the conversation id."""
+        ...
+
+    # -- compaction (called only by runs of an agent with ``compaction=``) --------------------------
+    async def open_compacted(self, *, repair: bool) -> CompactedLog:
+        """``open`` for a run with compaction: the latest compaction record and only the
+        messages after its boundary (the whole history when there is no record)."""
+        ...
+
+    async def record_compaction(self, record: CompactionRecord) -> None:
+        """Keep a compaction record beside the log. The run hands it over after the messages it
+        stands for were recorded; the recorder stamps it with the conversation it now writes to."""
+        ...
+
+    async def load_log(self) -> Sequence[Message]:
+        """The conversation's whole stored log, from seq 1 (what ``recall`` searches)."""
         ...
 
 
@@ -165,15 +196,36 @@ class StoreRecorder:
         passes ``check_history`` and the run needs no repair. ``repair=False`` (a run resuming
         ``deferred=`` decisions) keeps a bare pending turn open unless a call of it was started.
         Closures of older turns are inserted in the returned history only."""
+        opened = await self._open(repair, None)
+        return opened.conversation_id, opened.history
+
+    async def open_compacted(self, *, repair: bool) -> CompactedLog:
+        """``open`` from the latest compaction record: the messages after its boundary. With
+        ``at_version``, the latest record whose boundary the caller's view reaches."""
+        if self.conversation_id is None:
+            return await self._open(repair, None)
+        store, owner, cid = self._db, self.owner, self.conversation_id
+        try:
+            record = await store.latest_record(owner, cid)
+            pinned = self.at_version
+            if record is not None and pinned is not None and record.boundary > pinned:
+                seen = [r for r in await store.records(owner, cid) if r.boundary <= pinned]
+                record = seen[-1] if seen else None
+        except NotFound:
+            record = None
+        return await self._open(repair, record)
+
+    async def _open(self, repair: bool, record: CompactionRecord | None) -> CompactedLog:
         store, owner = self._db, self.owner
         if self.conversation_id is None:
             self.conversation_id = new_id()
-            return self.conversation_id, []
+            return CompactedLog(self.conversation_id, [])
         cid = self.conversation_id
+        since = record.boundary if record is not None else 0
         try:
-            loaded = await store.load(owner, cid)
+            loaded = await store.load(owner, cid, since=since or None)
         except NotFound:
-            return cid, []
+            return CompactedLog(cid, [])
         self._exists = True
         self.version = loaded.version
         history = list(loaded.messages)
@@ -181,16 +233,18 @@ class StoreRecorder:
         if pinned is not None and pinned < loaded.version:
             # others appended after what the caller saw: run on its view; the first write conflicts
             self.version = pinned
-            return cid, history[:pinned]
+            return CompactedLog(cid, history[: pinned - since], since, record)
         effects = await store.pending_tool_effects(owner, cid)
         closing, effects = tail_closure(history, effects, repair=repair)
+        inserted = 0
         if effects:
             for at, m in sorted(ledger_closures(history, effects), key=lambda x: -x[0]):
                 history.insert(at, m)
+                inserted += 1
         if closing is not None:
             await settle(self._append([closing]), self._write_timeout)
             history.append(closing)
-        return cid, history
+        return CompactedLog(cid, history, since, record, exact=not inserted)
 
     async def _append(self, messages: Sequence[Message]) -> None:
         if not self._exists:
@@ -232,3 +286,15 @@ class StoreRecorder:
         if self.keep_unfinished and partial is not None and partial.unfinished is not None:
             batch.append(partial.unfinished)
         return await self.record(batch)
+
+    async def record_compaction(self, record: CompactionRecord) -> None:
+        cid = self._cid()
+        if record.conversation_id != cid:  # the run moved to a fork: the record is the fork's
+            record = replace(record, conversation_id=cid)
+        await self._db.append_record(self.owner, record)
+
+    async def load_log(self) -> Sequence[Message]:
+        try:
+            return (await self._db.load(self.owner, self._cid())).messages
+        except NotFound:  # nothing stored yet
+            return ()

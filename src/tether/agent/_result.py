@@ -10,8 +10,10 @@ from tether.history import HistoryRepair
 from tether.messages import Message, ToolCall, ToolResult, Usage
 
 from ._approvals import Deferred
+from ._compaction_report import CompactionReport
 
 __all__ = [
+    "CompactionEvent",
     "Event",
     "MessageCompleted",
     "ReasoningEvent",
@@ -39,6 +41,10 @@ class Result(Generic[Output]):
     When ``deferred`` is set the run stopped for approvals or external results and has no
     ``output``. ``stop_reason`` is the last model response's (``"stop"``, or ``"length"`` for an
     answer cut at the token limit and accepted with ``Agent(accept_truncated=True)``).
+    With ``Agent(compaction=...)``, once the conversation is compacted ``messages`` is the
+    compacted view (the summary, then the messages after its boundary; pass it back as
+    ``history=`` and compaction continues from it) and ``compactions`` reports each compaction
+    this run made (docs/compaction.md).
     """
 
     messages: tuple[Message, ...]
@@ -52,6 +58,7 @@ class Result(Generic[Output]):
     repair: HistoryRepair = HistoryRepair()  # noqa: RUF009 - the report is immutable
     stop_reason: str | None = None
     _output: Any = field(default=MISSING, repr=False)
+    compactions: tuple[CompactionReport, ...] = ()
 
     def __repr__(self) -> str:  # short: a conversation may hold thousands of messages
         shown = "<deferred>" if self._output is MISSING else repr(self._output)
@@ -133,6 +140,17 @@ class MessageCompleted(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class CompactionEvent(_EventBase):
+    """The conversation was compacted before model request ``step``: ``report`` says what was
+    summarized, elided or left out, the tokens before and after, and any summarizer failure
+    (``report.line()`` is one line for a terminal). ``report.record_id`` names the compaction
+    record kept in the store, if one was made."""
+
+    step: int
+    report: CompactionReport
+
+
+@dataclass(frozen=True, slots=True)
 class RunCompleted(_EventBase):
     """The last event: the same ``Result`` that ``run`` returns."""
 
@@ -146,5 +164,6 @@ Event: TypeAlias = (
     | ToolCallStarted
     | ToolCallFinished
     | MessageCompleted
+    | CompactionEvent
     | RunCompleted
 )

@@ -13,6 +13,8 @@ bounded in time), and then the error is raised — ``RunError`` for a failure or
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +42,7 @@ from ._context import MessagesView, RunContext
 from ._decisions import Resolution, resolve_decisions
 from ._output import OUTPUT_TOOL
 from ._prepare import apply_processor, check_resumable, distinct_calls, donor_conversation_id, user_message
-from ._recorder import RunRecorder, settle
+from ._recorder import CompactedLog, RunRecorder, settle
 from ._result import (
     MISSING,
     Event,
@@ -50,6 +52,7 @@ from ._result import (
     TextEvent,
     ToolCallDeltaEvent,
 )
+from ._run_compaction import RECALL_TOOL, RunCompaction
 from ._state import RunState
 from ._tools import ArgumentsInvalid
 from ._toolstep import ToolStep
@@ -65,6 +68,17 @@ TEXT_NOT_ACCEPTED = (
     f"{OUTPUT_TOOL} tool with arguments matching its schema."
 )
 _BAD_STOPS = frozenset({"length", "content_filter", "error"})
+
+
+def replace_config(cfg: RunConfig, tool: Any) -> RunConfig:
+    """``cfg`` with one more tool (the run's ``recall``)."""
+    return dataclasses.replace(
+        cfg, tools={**cfg.tools, tool.name: tool}, definitions=(*cfg.definitions, tool.definition)
+    )
+
+
+def _same(a: Sequence[Message], b: Sequence[Message]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def attach_partial(error: BaseException, partial: Partial | None) -> None:
@@ -120,6 +134,14 @@ class Run:
         self.tools = ToolStep(self)
         self.trace: RunTrace | None = None
         """The run's telemetry (``tether.telemetry``), ``None`` while telemetry is off."""
+        self.compaction: RunCompaction | None = None
+        """The run's compaction (``Agent(compaction=...)``); ``None``: none, no work per step."""
+        self._view: Sequence[Message] | None = None
+        if cfg.compaction is not None:
+            self.compaction = RunCompaction(cfg.compaction, cfg.model, cfg.settings)
+            if cfg.compaction.recall and RECALL_TOOL not in cfg.tools:
+                recall = self.compaction.recall(recorder, lambda: self.state.messages)
+                self.cfg = replace_config(cfg, recall)
 
     # -- entry ------------------------------------------------------------------------------------
     async def execute(self) -> Result[Any]:
@@ -127,6 +149,7 @@ class Run:
             output, deferred = await self._execute()
             await self.persist(final=True)
         except asyncio.CancelledError as exc:
+            await self._close_compaction()
             partial, note = await self._stopped()
             if not self.owned:
                 attach_partial(exc, partial)
@@ -141,12 +164,26 @@ class Run:
                 stop.add_note(note)
             raise stop from None
         except RunError as exc:
+            await self._close_compaction()
             if exc.partial is None:
                 exc.partial = self.state.partial(stopped=isinstance(exc, RunCanceled))
             if exc.stage != "store":
                 await self._record_failure(exc)
             raise
-        return self.state.result(output, deferred, self.stop_reason)
+        except BaseException:
+            await self._close_compaction()
+            raise
+        view = None
+        if self.compaction is not None:
+            await self.compaction.aclose()
+            view = self.compaction.view(self.state.messages)
+        return self.state.result(output, deferred, self.stop_reason, view)
+
+    async def _close_compaction(self) -> None:
+        """Cancel a background summary the run no longer needs (shielded: the run is ending)."""
+        if self.compaction is not None:
+            with contextlib.suppress(asyncio.CancelledError):  # a second cancel: the run ends anyway
+                await asyncio.shield(self.compaction.aclose())
 
     async def _stopped(self) -> tuple[Partial | None, str | None]:
         """The evidence of a cancelled run, recorded (shielded, bounded) when there is a recorder;
@@ -189,6 +226,8 @@ class Run:
         self.state.recorded += len(batch)
         if cid != self.state.conversation_id:
             self.state.move(cid)
+        if self.compaction is not None:
+            await self.compaction.flush(self.recorder)
 
     async def persist(self, *, final: bool = False) -> None:
         """Hand the recorder the new messages it does not hold yet (a checkpoint, or the end)."""
@@ -207,6 +246,8 @@ class Run:
         self.state.recorded += len(batch)
         if cid != self.state.conversation_id:
             self.state.move(cid)
+        if self.compaction is not None:  # the records' messages are stored now
+            await self.compaction.flush(self.recorder)
 
     # -- state ------------------------------------------------------------------------------------
     def add(self, message: Message) -> None:
@@ -242,7 +283,11 @@ class Run:
                 return output, None
             if self.prompt is not None:
                 self.add(self._user(self.prompt))
+        if self.compaction is not None:
+            self.compaction.measure(self.instructions, self.cfg.definitions)
         while True:
+            if self.compaction is not None:
+                await self._compact()
             response = await (self._request() if self.trace is None else self.trace.chat(self, self._request))
             s = self.state
             message = replace(response.message, run_id=s.run_id, conversation_id=s.conversation_id)
@@ -269,17 +314,23 @@ class Run:
     async def _prepare(self) -> Message | None:
         cfg, state = self.cfg, self.state
         history = self.supplied
+        opened: CompactedLog | None = None
         if self.recorder is not None:
-            state.conversation_id, history = await self.recorder.open(
-                repair=self.prompt is not None and self.deferred_in is None
-            )
+            repair = self.prompt is not None and self.deferred_in is None
+            if self.compaction is not None:
+                opened = await self.recorder.open_compacted(repair=repair)
+                state.conversation_id, history = opened.conversation_id, opened.history
+            else:
+                state.conversation_id, history = await self.recorder.open(repair=repair)
         elif not state.conversation_id:
             state.conversation_id = new_id()
+        kept = True  # the history processor kept the history as it was
         if cfg.history_processor is not None:
-            given = len(history)
+            given, before = len(history), history
             history = await apply_processor(
                 cfg.history_processor, cfg.processor_takes_ctx, history, self.context()
             )
+            kept = _same(history, before)
             if self.trace is not None:
                 self.trace.history_processed(cfg.history_processor, given, len(history))
         self.stage = "validate"
@@ -308,6 +359,16 @@ class Run:
         if pending_turn is not None:
             messages.append(pending_turn)
         state.start(messages)
+        if self.compaction is not None:
+            # positions match stored seqs only if nothing was inserted, cut or repaired
+            exact = kept and (opened is None or opened.exact) and not state.repair.changed
+            self.compaction.start(
+                state.conversation_id,
+                record=opened.record if opened is not None else None,
+                offset=opened.offset if opened is not None else 0,
+                exact=exact,
+                recorder=self.recorder,
+            )
         return pending_turn
 
     async def _resolve_instructions(self) -> None:
@@ -327,10 +388,25 @@ class Run:
         self.instructions = "\n\n".join(parts) if parts else None
 
     # -- model ------------------------------------------------------------------------------------
+    async def _compact(self) -> None:
+        """Compact before a request when the view passes its threshold (never fails the turn:
+        summarizer failures fall back inside the compactor and are reported)."""
+        assert self.compaction is not None
+        s = self.state
+        self._view = await self.compaction.prepare(
+            s.messages,
+            step=s.requests + 1,
+            ids=(s.run_id, s.conversation_id),
+            emit=self.emit,
+            trace=self.trace,
+            reports=s.compactions,
+        )
+
     async def _request(self) -> ModelResponse:
         self.stage = "model"
         s, cfg = self.state, self.cfg
-        view = MessagesView(s.sent)
+        view: Sequence[Message] = MessagesView(s.sent) if self._view is None else self._view
+        self._view = None
         s.streamed.clear()
         try:
             if self.emit is None:
@@ -354,7 +430,7 @@ class Run:
         s.usage = s.usage + response.usage
         return response
 
-    async def _stream_request(self, view: MessagesView) -> ModelResponse:
+    async def _stream_request(self, view: Sequence[Message]) -> ModelResponse:
         emit = self.emit
         assert emit is not None
         s, cfg = self.state, self.cfg

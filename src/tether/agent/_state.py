@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from msgspec.structs import replace
@@ -11,6 +12,7 @@ from tether.history import HistoryRepair
 from tether.messages import Message, Text, Usage
 
 from ._approvals import Deferred
+from ._compaction_report import CompactionReport
 from ._result import Result
 
 __all__ = ["CANCELED_STOP_REASON", "RunState"]
@@ -29,6 +31,7 @@ class RunState:
     """
 
     __slots__ = (
+        "compactions",
         "conversation_id",
         "messages",
         "new",
@@ -54,6 +57,7 @@ class RunState:
         self.tool_executions = 0
         self.repair = HistoryRepair()
         self.streamed: list[str] = []
+        self.compactions: list[CompactionReport] = []
 
     def start(self, messages: list[Message]) -> None:
         """Adopt the prepared history."""
@@ -118,9 +122,16 @@ class RunState:
             unfinished,
         )
 
-    def result(self, output: Any, deferred: Deferred | None, stop_reason: str | None) -> Result[Any]:
+    def result(
+        self,
+        output: Any,
+        deferred: Deferred | None,
+        stop_reason: str | None,
+        view: Sequence[Message] | None = None,
+    ) -> Result[Any]:
+        """The run's result; ``view``: the compacted view, returned as its messages."""
         return Result(
-            tuple(self.messages),
+            tuple(self.messages if view is None else view),
             tuple(self.new),
             self.usage,
             self.requests,
@@ -131,4 +142,5 @@ class RunState:
             self.repair,
             stop_reason,
             output,
+            tuple(self.compactions),
         )

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "history": (
         "tether.cli._history",
         "history_app",
-        "Check, repair, sanitize, trim and convert history files (tether JSON unless --from says "
+        "Check, repair, sanitize, trim, compact and convert history files (tether JSON unless --from says "
         "otherwise). FILE may be - for standard input.",
     ),
     "serve": (

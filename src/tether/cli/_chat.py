@@ -6,7 +6,8 @@ Ctrl-C stops the run exactly like a web client that goes away — the prompt, co
 and the text streamed so far (an assistant message with stop reason ``canceled``) are stored, and
 the next prompt continues from there. A session pins the version its user saw: if another
 session appended meanwhile, the turn goes to a fork instead of landing after a turn nobody here
-saw.
+saw. A long conversation is compacted (``Agent(compaction=...)``) at 80% of the model's context
+window, one dim line saying so; ``/compact`` compacts now; the log itself is never cut.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from rich.markup import escape
 from tether.agent import Agent, StoreRecorder
 from tether.agent._demo_tools import DEMO_TOOLS
 from tether.cli._common import fail, out_console
+from tether.cli._compaction import chat_compaction, render_with_records
 from tether.cli._formats import export_messages
 from tether.cli._history import build_processor
 from tether.cli._logging import configure_logging
 from tether.cli._model import resolve_model
-from tether.cli._render import render_messages
 from tether.cli._store import (
     DEFAULT_OWNER,
     DbOpt,
@@ -40,21 +41,22 @@ from tether.cli._store import (
 )
 from tether.cli._stream import StreamPrinter, TurnOutcome, run_turn
 from tether.cli._trace import chat_trace
-from tether.errors import HistoryError, NotFound
+from tether.errors import HistoryError, NotFound, UserError
 from tether.history import BudgetHistory, TrimHistory
 from tether.messages import Message, new_id
 from tether.models import Model, aclose_model
 from tether.models.wire import ConversionReport
-from tether.stores import Store
+from tether.stores import CompactionRecord, Store
 
 __all__ = ["LOCAL_BUDGET", "SLASH_COMMANDS", "ChatSession", "chat"]
 
 LOCAL_BUDGET = 2048
 """Approximate tokens of history sent to the local model when neither --max-messages nor --budget
-is given (its context window is 4096 tokens; the rest is left for instructions and the reply)."""
+is given and compaction cannot run (its context window is 4096 tokens)."""
 
 SLASH_COMMANDS: dict[str, str] = {
-    "/history": "show this conversation so far",
+    "/history": "show this conversation so far, with where compaction records sit",
+    "/compact": "compact this conversation now (older messages summarized or elided; the log is kept)",
     "/ids": "show the conversation id, the last run id, the database and the model",
     "/fork": "continue in a copy of this conversation under a new id",
     "/export FILE [FORMAT]": "write this conversation to FILE (tether JSON or a tether.convert format)",
@@ -150,7 +152,9 @@ class ChatSession:
         if name == "/history":
             if not self.messages:
                 self.console.print("[dim](no messages yet)[/]")
-            render_messages(self.console, self.messages)
+            render_with_records(self.console, self.messages, await self._records())
+        elif name == "/compact":
+            await self.compact()
         elif name == "/ids":
             short = await short_conversation_id(self.store, self.owner, self.conversation_id)
             self.console.print(f"conversation {self.conversation_id} (short: {short})")
@@ -169,6 +173,38 @@ class ChatSession:
         else:
             self.console.print(f"[red]unknown command {escape(name)}[/]; /help lists the commands")
         return True
+
+    async def _records(self) -> list[CompactionRecord]:
+        try:
+            return [
+                r
+                for r in await self.store.records(self.owner, self.conversation_id)
+                if r.boundary <= self.version
+            ]
+        except NotFound:  # nothing stored yet
+            return []
+
+    async def compact(self) -> None:
+        """``/compact``: compact the stored conversation now, as far as this session has seen it."""
+        if self.agent.compaction is None:
+            self.console.print(
+                "[dim]compaction is off: this model's context window is not known, or --max-messages "
+                "or --budget chose what is sent[/]"
+            )
+            return
+        recorder = StoreRecorder(self.store, self.owner, self.conversation_id, at_version=self.version)
+        try:
+            prepared = await self.agent.compact(recorder=recorder)
+        except UserError as exc:
+            self.console.print(f"[dim]{escape(str(exc))}[/]")
+            return
+        report = prepared.report
+        if report is None:
+            self.console.print("[dim]nothing could be compacted[/]")
+            return
+        self.console.print(f"[dim]⋯ {escape(report.line())}[/]")
+        if prepared.record is not None:
+            self.console.print(f"[dim]  kept as compaction record {prepared.record.id}; /history shows it[/]")
 
     async def fork(self) -> None:
         """Continue in a copy: the stored conversation is forked (or, before the first turn, a new
@@ -326,15 +362,17 @@ def _chat(
     processor = build_processor(max_messages, budget)
     with console.status("loading model…", spinner="dots"):
         model = resolve_model(model_spec)
-    if processor is None and model.profile.provider == "local":
-        # the local model's context is small: a long (or resumed) conversation would overflow it
-        processor = build_processor(None, LOCAL_BUDGET)
+    # a long conversation is compacted at 80% of the model's window, unless the options cut it
+    compaction = chat_compaction(model, recall=tools) if processor is None else None
+    if processor is None and compaction is None and model.profile.provider == "local":
+        processor = build_processor(None, LOCAL_BUDGET)  # pragma: no cover - the local window is known
     agent: Agent[Any, str] = Agent(
         model,
         instructions=instructions,
         tools=DEMO_TOOLS if tools else (),
         history_processor=_lenient(processor) if processor is not None else None,
         accept_truncated=True,  # a reply cut at its length limit is shown and stored, with a note
+        compaction=compaction,
     )
     with asyncio.Runner() as runner:
         stack = contextlib.AsyncExitStack()

@@ -1,11 +1,13 @@
-"""``tether history …``: check, normalize, sanitize, trim and convert history files."""
+"""``tether history …``: check, normalize, sanitize, trim, compact and convert history files."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 import typer
 
+from tether.agent import Compaction, Compactor
 from tether.cli._common import (
     EXIT_PROBLEMS,
     dump_history,
@@ -20,6 +22,7 @@ from tether.cli._common import (
     write_output,
 )
 from tether.cli._formats import export_messages, import_messages
+from tether.cli._model import resolve_model
 from tether.cli._render import render_report
 from tether.history import (
     BudgetHistory,
@@ -32,11 +35,12 @@ from tether.history import (
     sanitize_history,
     trim_history,
 )
+from tether.models.testing import TestModel
 
 __all__ = ["REPAIR_REASONS", "build_processor", "history_app", "repair_report"]
 
 history_app = typer.Typer(
-    help="Check, repair, sanitize, trim and convert history files (tether JSON unless --from says "
+    help="Check, repair, sanitize, trim, compact and convert history files (tether JSON unless --from says "
     "otherwise). FILE may be - for standard input.",
     no_args_is_help=True,
 )
@@ -182,3 +186,83 @@ def convert(
         "export_losses": to_jsonable(export_report.losses),
     }
     _emit_report("conversion", report, as_json=as_json, output=output)
+
+
+@history_app.command("compact")
+def compact(
+    file: FileArg,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            envvar="TETHER_MODEL",
+            help="The summarizer, provider:model (as for tether chat); not needed with --strategy elide.",
+            show_default=False,
+        ),
+    ] = None,
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window",
+            "-w",
+            help="The context window in tokens (default: the model's, where its provider publishes it).",
+            show_default=False,
+        ),
+    ] = None,
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy",
+            help="elide or summarize, in the order to try (repeat the option); default: elide, summarize.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Compact even when the history is under the threshold.")
+    ] = False,
+    output: OutOpt = "-",
+    as_json: JsonOpt = False,
+) -> None:
+    """Compact a history: old tool output elided, older messages summarized; write the compacted view."""
+    strategies = tuple(strategy or ("elide", "summarize"))
+    for name in strategies:
+        if name not in ("elide", "summarize"):
+            fail(f"unknown --strategy {name!r}: give elide or summarize")
+    if "summarize" in strategies and model is None:
+        fail("summarizing needs a model: give --model provider:model (or --strategy elide)")
+    history = load_history(file)
+    summarizer = resolve_model(model) if model is not None else TestModel()
+    size = window if window is not None else summarizer.profile.context_window
+    if size is None:
+        fail(f"the context window of {summarizer.name} is not known: give --window TOKENS")
+    if size < 256:
+        fail("--window must be at least 256 tokens")
+    compactor = Compactor(
+        Compaction(strategies=strategies, window=size, recall=False),  # type: ignore[arg-type]  # checked above
+        summarizer,
+        conversation_id="file",
+    )
+
+    async def run() -> Any:
+        try:
+            return await compactor.prepare(history, window=size, force=force)
+        finally:
+            await compactor.aclose()
+
+    prepared = asyncio.run(run())
+    view = list(prepared.messages)
+    write_output(output, dump_history(view))
+    report = prepared.report
+    result: dict[str, Any] = {
+        "messages": len(history),
+        "view_messages": len(view),
+        "window": size,
+        "compacted": report is not None,
+        "report": report.to_dict() if report is not None else None,
+        "summary": prepared.record.summary if prepared.record is not None else None,
+    }
+    title = (
+        report.line() if report is not None else "under the threshold: nothing compacted (--force compacts)"
+    )
+    _emit_report(title, result, as_json=as_json, output=output)

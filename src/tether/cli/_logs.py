@@ -1,4 +1,4 @@
-"""``tether logs …``: list, show and export stored conversations."""
+"""``tether logs …``: list, show, search and export stored conversations."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from tether.cli._common import (
     to_jsonable,
     write_output,
 )
-from tether.cli._render import preview, render_messages, render_report
+from tether.cli._compaction import render_with_records
+from tether.cli._render import preview, render_report
 from tether.cli._store import (
     DEFAULT_OWNER,
     DbOpt,
@@ -27,6 +28,7 @@ from tether.cli._store import (
     short_ids,
 )
 from tether.messages import dumps
+from tether.stores import SearchResults
 
 __all__ = ["logs_app"]
 
@@ -111,20 +113,69 @@ def show(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one conversation: text, tool calls and results, reasoning collapsed."""
+    """Show one conversation: text, tool calls and results, reasoning collapsed, compaction records marked."""
 
-    async def run() -> tuple[str, Any]:
+    async def run() -> tuple[str, Any, Any]:
         async with open_store(db, create=False) as store:
             cid = await resolve_conversation(store, owner, conversation)
-            return cid, await store.load(owner, cid)
+            loaded = await store.load(owner, cid)
+            return cid, loaded, await store.records(owner, cid)
 
-    cid, loaded = asyncio.run(run())
+    cid, loaded, records = asyncio.run(run())
     if as_json:
         write_output("-", dumps(loaded.messages))
         return
     console = out_console()
-    console.print(f"[bold]conversation[/] {cid}  [dim]({loaded.version} messages)[/]")
-    render_messages(console, loaded.messages, show_reasoning=reasoning)
+    kept = f", {len(records)} compaction record{'s' if len(records) != 1 else ''}" if records else ""
+    console.print(f"[bold]conversation[/] {cid}  [dim]({loaded.version} messages{kept})[/]")
+    render_with_records(console, loaded.messages, records, show_reasoning=reasoning)
+
+
+@logs_app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="Words, identifiers, paths or numbers to look for.")],
+    db: DbOpt = None,
+    owner: OwnerOpt = DEFAULT_OWNER,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", help="Show at most N messages.", min=1, max=1000)
+    ] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search the messages of every conversation, best match first, with a snippet of each."""
+
+    async def run() -> tuple[SearchResults, dict[str, str]]:
+        async with open_store(db, create=False) as store:
+            found = await store.search(owner, query, limit=limit)
+            everything = [c.conversation_id for c in await store.conversations(owner)]
+            short = short_ids({h.conversation_id for h in found.hits}, among=everything)
+            return found, short
+
+    found, short = asyncio.run(run())
+    if as_json:
+        out = found.to_dict()
+        for hit in out["hits"]:
+            hit["short_id"] = short[hit["conversation_id"]]
+        print_json(out)
+        return
+    console = out_console()
+    if not found.hits:
+        console.print(f"no message matches {escape(query)!r} ({found.conversations} conversations searched)")
+    else:
+        table = Table(show_edge=False, caption="logs show CONVERSATION shows a whole conversation")
+        for column in ("conversation", "message", "role", "snippet"):
+            table.add_column(
+                column, no_wrap=column != "snippet", min_width=24 if column == "snippet" else None
+            )
+        for hit in found.hits:
+            table.add_row(
+                escape(short[hit.conversation_id]),
+                str(hit.seq),
+                hit.role,
+                escape(" ".join(hit.snippet.split())),
+            )
+        console.print(table)
+    if not found.complete:
+        console.print(f"[yellow]search incomplete:[/] {escape(found.note or '')}")
 
 
 @logs_app.command("export")

@@ -14,6 +14,7 @@ from rich.status import Status
 
 from tether.agent import (
     Agent,
+    CompactionEvent,
     MessageCompleted,
     ReasoningEvent,
     RunRecorder,
@@ -115,6 +116,13 @@ class StreamPrinter:
         self.console.print(f"[{style}]← {escape(name)}[/] {escape(preview(text, 100))}")
         self.wait()
 
+    def compacted(self, line: str) -> None:
+        """The conversation was compacted before a request: one dim line."""
+        self._stop()
+        self._newline()
+        self.console.print(f"[dim]⋯ {escape(line)}[/]")
+        self.wait()
+
     def message(self) -> None:
         """A message was completed: the next text starts a new line."""
         self._newline()
@@ -173,6 +181,8 @@ async def run_turn(
                     printer.tool_finished(event.call, event.result)
                 elif isinstance(event, MessageCompleted):
                     printer.message()
+                elif isinstance(event, CompactionEvent):
+                    printer.compacted(event.report.line())
                 else:
                     result = event.result
                     printer.done()

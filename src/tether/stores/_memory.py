@@ -5,9 +5,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+
+from msgspec.structs import replace
 
 from tether.messages import Message
 from tether.stores._common import (
@@ -37,7 +39,25 @@ from tether.stores._common import (
     to_datetime,
     unknown_call,
 )
-from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
+from tether.stores._protocol import (
+    SCAN_BYTES,
+    SCAN_CONVERSATIONS,
+    ConversationInfo,
+    ExpireHook,
+    Loaded,
+    OnCorrupt,
+    SearchResults,
+    ToolEffect,
+)
+from tether.stores._records import (
+    CompactionRecord,
+    boundary_error,
+    check_record,
+    dumps_record,
+    duplicate_record,
+    record_not_found,
+)
+from tether.stores._search import check_search, scan_search
 
 __all__ = ["MemoryStore"]
 
@@ -63,6 +83,7 @@ class _Conversation:
     last_model: str | None = None
     forked_from: tuple[str, int] | None = None
     effects: dict[tuple[str, str], _Effect] = field(default_factory=lambda: {})
+    records: list[CompactionRecord] = field(default_factory=lambda: [])
 
 
 class MemoryStore:
@@ -208,6 +229,7 @@ class MemoryStore:
                 preview=facts.preview,
                 last_model=facts.last_model,
                 forked_from=(conversation_id, at),
+                records=[replace(r, conversation_id=target) for r in c.records if r.boundary <= at],
             )
         return target
 
@@ -330,6 +352,71 @@ class MemoryStore:
             if guards.get(digest) == expires:  # else a stale heap entry: the claim was renewed
                 del guards[digest]
             done += 1
+
+    # -- compaction records ---------------------------------------------------------------------
+    async def append_record(self, owner: str, record: CompactionRecord) -> None:
+        """See ``Store.append_record``."""
+        owner = check_id(owner, "owner")
+        record = check_record(record)
+        dumps_record(record)  # the durable stores' check: the JSON shape can carry it
+        with self._lock:
+            c = self._get(owner, record.conversation_id)
+            if record.boundary > len(c.messages):
+                raise boundary_error(record, len(c.messages))
+            if any(r.id == record.id for r in c.records):
+                raise duplicate_record(record)
+            c.records.append(record)
+
+    async def latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
+        """See ``Store.latest_record``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        with self._lock:
+            records = self._get(owner, conversation_id).records
+            return records[-1] if records else None
+
+    async def records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
+        """See ``Store.records``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        with self._lock:
+            return list(self._get(owner, conversation_id).records)
+
+    async def delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
+        """See ``Store.delete_record``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        record_id = check_id(record_id, "record_id")
+        with self._lock:
+            c = self._get(owner, conversation_id)
+            kept = [r for r in c.records if r.id != record_id]
+            if len(kept) == len(c.records):
+                raise record_not_found(conversation_id, record_id)
+            c.records = kept
+
+    # -- search ------------------------------------------------------------------------------------
+    async def search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 20,
+        max_conversations: int = SCAN_CONVERSATIONS,
+        max_bytes: int = SCAN_BYTES,
+    ) -> SearchResults:
+        """See ``Store.search``: a scan of the owner's conversations (``search_messages``), most
+        recently updated first, bounded by ``max_conversations`` (memory holds no bytes to count)."""
+        owner = check_id(owner, "owner")
+        check_search(query, limit, max_conversations, max_bytes)
+        with self._lock:
+            mine = [(cid, c) for (o, cid), c in self._data.items() if o == owner]
+            mine.sort(key=lambda item: (item[1].updated_at, item[1].pk), reverse=True)
+            snapshot = [(cid, tuple(c.messages)) for cid, c in mine]
+
+        async def conversations() -> AsyncGenerator[tuple[str, Sequence[Message], int]]:
+            for cid, messages in snapshot:
+                yield cid, messages, 0
+
+        return await scan_search(
+            conversations(), query, limit=limit, max_conversations=max_conversations, max_bytes=max_bytes
+        )
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -69,6 +69,25 @@ SQLITE: tuple[tuple[str, tuple[str, ...]], ...] = (
         # facts about the database as a whole; ('encryption', 'sealed') once every row is sealed
         ("CREATE TABLE tether_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",),
     ),
+    (
+        "0004_compaction_records_search",
+        (
+            # compaction records beside the log (ADR 0010); data is the record's JSON, sealed with
+            # kind 'compaction' when encryption is on; the latest record is the highest pk
+            """CREATE TABLE tether_compactions (
+                pk INTEGER PRIMARY KEY,
+                conversation INTEGER NOT NULL,
+                id TEXT NOT NULL,
+                boundary INTEGER NOT NULL,
+                key_id TEXT,
+                data BLOB NOT NULL,
+                UNIQUE (conversation, id)
+            )""",
+            # how many of a conversation's messages the full-text index holds: the index (an FTS5
+            # table made when the connection opens, if this SQLite has FTS5) catches up on search
+            "ALTER TABLE tether_conversations ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
 )
 
 POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -128,5 +147,30 @@ POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0003_store_meta",
         # facts about the database as a whole; ('encryption', 'sealed') once every row is sealed
         ("CREATE TABLE tether_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",),
+    ),
+    (
+        "0004_compaction_records_search",
+        (
+            """CREATE TABLE tether_compactions (
+                pk BIGSERIAL PRIMARY KEY,
+                conversation BIGINT NOT NULL REFERENCES tether_conversations (pk) ON DELETE CASCADE,
+                id TEXT NOT NULL,
+                boundary BIGINT NOT NULL,
+                key_id TEXT,
+                data BYTEA NOT NULL,
+                UNIQUE (conversation, id)
+            )""",
+            # the full-text index of plaintext messages ('simple': no stemming, identifiers kept)
+            """CREATE TABLE tether_search (
+                conversation BIGINT NOT NULL REFERENCES tether_conversations (pk) ON DELETE CASCADE,
+                seq BIGINT NOT NULL,
+                role TEXT NOT NULL,
+                body TEXT NOT NULL,
+                tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
+                PRIMARY KEY (conversation, seq)
+            )""",
+            "CREATE INDEX tether_search_tsv ON tether_search USING GIN (tsv)",
+            "ALTER TABLE tether_conversations ADD COLUMN indexed BIGINT NOT NULL DEFAULT 0",
+        ),
     ),
 )

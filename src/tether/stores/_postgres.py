@@ -46,8 +46,19 @@ from tether.stores._common import (
     unknown_call,
 )
 from tether.stores._crypto import Keyring
-from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
+from tether.stores._protocol import (
+    SCAN_BYTES,
+    SCAN_CONVERSATIONS,
+    ConversationInfo,
+    ExpireHook,
+    Loaded,
+    OnCorrupt,
+    SearchResults,
+    ToolEffect,
+)
+from tether.stores._records import CompactionRecord, check_record
 from tether.stores._rows import RowCodec
+from tether.stores._search import check_search, scan_store
 
 try:
     import psycopg
@@ -57,6 +68,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtra("PostgresStore", "postgres", "psycopg[binary] psycopg-pool") from exc
 
 from tether.stores import _postgres_ledger as ledger
+from tether.stores import _postgres_records as recs
 from tether.stores._postgres_schema import migrate, reseal_or_mark
 
 __all__ = ["PostgresStore"]
@@ -359,10 +371,12 @@ class PostgresStore:
                     "INSERT INTO tether_messages (conversation, seq, key_id, data) VALUES (%s, %s, %s, %s)",
                     [(created[0], *r) for r in copied],
                 )
+            await recs.copy_records(conn, codec, owner, (conversation_id, pk), (target, created[0]), at)
         return target
 
     async def delete(self, owner: str, conversation_id: str) -> None:
-        """See ``Store.delete`` (messages and ledger entries go by ``ON DELETE CASCADE``)."""
+        """See ``Store.delete`` (messages, ledger entries, records and index rows go by
+        ``ON DELETE CASCADE``)."""
         owner, conversation_id = check_ids(owner, conversation_id)
         async with self._tx() as conn:
             cursor = await conn.execute(
@@ -448,6 +462,61 @@ class PostgresStore:
         digest, expires_at = check_claim(digest, expires_at)
         async with self._tx(single=True) as conn:  # one statement: atomic on its own
             return await ledger.claim(conn, digest, expires_at, self._clock())
+
+    # -- compaction records and search ---------------------------------------------------------------
+    async def append_record(self, owner: str, record: CompactionRecord) -> None:
+        """See ``Store.append_record``. Sealed like messages when the store has a keyring."""
+        owner = check_id(owner, "owner")
+        record = check_record(record)
+        await self._writable()
+        async with self._tx() as conn:
+            row = await self._row(conn, owner, record.conversation_id, lock=True)
+            await recs.append_record(conn, self._codec, owner, record, row[0], row[2])
+
+    async def latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
+        """See ``Store.latest_record``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        async with self._tx() as conn:
+            pk = (await self._row(conn, owner, conversation_id))[0]
+            return await recs.latest_record(conn, self._codec, owner, conversation_id, pk)
+
+    async def records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
+        """See ``Store.records``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        async with self._tx() as conn:
+            pk = (await self._row(conn, owner, conversation_id))[0]
+            return await recs.records(conn, self._codec, owner, conversation_id, pk)
+
+    async def delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
+        """See ``Store.delete_record``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        record_id = check_id(record_id, "record_id")
+        async with self._tx() as conn:
+            pk = (await self._row(conn, owner, conversation_id))[0]
+            await recs.delete_record(conn, conversation_id, pk, record_id)
+
+    async def search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 20,
+        max_conversations: int = SCAN_CONVERSATIONS,
+        max_bytes: int = SCAN_BYTES,
+    ) -> SearchResults:
+        """See ``Store.search``: full-text search (``tsvector``, GIN, ``ts_rank_cd``,
+        ``ts_headline``) over the owner's plaintext messages, the index catching up first. With a
+        keyring no index is written: the owner's conversations are decrypted and scanned, bounded
+        (``max_conversations``, ``max_bytes``)."""
+        owner = check_id(owner, "owner")
+        terms, limit, max_conversations, max_bytes = check_search(query, limit, max_conversations, max_bytes)
+        if self._codec.keyring is not None:
+            return await scan_store(
+                self, owner, query, limit=limit, max_conversations=max_conversations, max_bytes=max_bytes
+            )
+        async with self._tx() as conn:
+            hits, count = await recs.fts_search(conn, owner, terms, limit)
+        return SearchResults(tuple(hits), "postgres", count)
 
     # -- maintenance --------------------------------------------------------------------------
     async def reencrypt(self, *, batch: int = 500) -> int:

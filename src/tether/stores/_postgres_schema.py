@@ -9,6 +9,7 @@ from psycopg import sql
 
 from tether.stores._common import now, pending_migrations
 from tether.stores._migrations import POSTGRES
+from tether.stores._postgres_records import drop_index, reseal_records
 from tether.stores._rows import ENCRYPTION_FLAG, SEALED, RowCodec
 
 __all__ = ["migrate", "reseal_or_mark"]
@@ -63,7 +64,9 @@ async def reseal_or_mark(conn: _Conn, codec: RowCodec, current: str, batch: int)
     """One ``reencrypt`` transaction: re-seal a batch, or — nothing left — record the database
     sealed in the transaction that found nothing unsealed."""
     done = await _reseal_batch(conn, codec, current, batch)
+    done += await reseal_records(conn, codec, current, batch)
     if not done:
+        await drop_index(conn)  # plaintext of what is now sealed
         await _mark_sealed(conn)
     return done
 

@@ -6,6 +6,11 @@ and a conversation of another owner is indistinguishable from one that does not 
 ``NotFound`` with the same message. Versions count messages: a conversation with ``n`` messages is
 at version ``n``; the message appended first has sequence number 1.
 
+Compaction records (``append_record``, ``latest_record``, ``records``, ``delete_record``) are
+kept beside the log, owner-scoped through their conversation; ``delete`` and ``purge`` remove
+them with it and ``fork`` copies those whose boundary it copies. ``search`` finds messages
+across the owner's conversations.
+
 Errors (all from ``tether.errors``): ``NotFound`` (no such conversation *for this owner*),
 ``ConflictError`` (``expected_version`` did not match), ``CorruptRecord`` (a stored row does not
 decode; names conversation and seq), ``EncryptionError`` (a key is missing or a row fails
@@ -17,18 +22,24 @@ any data — ids, paging and version numbers, digests).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from tether.errors import CorruptRecord
 from tether.messages import Message
+from tether.stores._records import CompactionRecord
 
 __all__ = [
+    "SCAN_BYTES",
+    "SCAN_CONVERSATIONS",
     "ConversationInfo",
     "ExpireHook",
     "Loaded",
+    "MessageHit",
     "OnCorrupt",
+    "SearchMethod",
+    "SearchResults",
     "Store",
     "ToolEffect",
 ]
@@ -96,6 +107,60 @@ class ToolEffect:
     started_at: datetime
     finished: bool = False
     failed: bool = False
+
+
+SearchMethod: TypeAlias = Literal["fts5", "postgres", "scan"]
+"""How ``Store.search`` searched: an index (``fts5``, ``postgres``) or a scan of the messages."""
+SCAN_CONVERSATIONS = 200
+"""The default bound of a scan (encrypted stores, ``MemoryStore``): conversations searched."""
+SCAN_BYTES = 64 * 1024 * 1024
+"""The default bound of a scan: bytes of messages decrypted and searched."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageHit:
+    """One message matching a search: its conversation, its ``seq`` (1 for the first message),
+    its role, the ``score`` (higher is better; comparable within one search only) and a
+    ``snippet`` of its text around the match."""
+
+    conversation_id: str
+    seq: int
+    role: str
+    score: float
+    snippet: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResults:
+    """What ``Store.search`` found, best first.
+
+    ``method``: ``"fts5"`` (SQLite's index), ``"postgres"`` (PostgreSQL full-text search) or
+    ``"scan"`` (messages read and searched one by one: ``MemoryStore``, and stores with
+    encryption at rest, which keep no plaintext index). ``conversations``: how many
+    conversations were searched. ``complete`` is False when a scan stopped at its bound
+    (``note`` says which); the most recently updated conversations are scanned first.
+    """
+
+    hits: tuple[MessageHit, ...]
+    method: SearchMethod
+    conversations: int
+    complete: bool = True
+    note: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hits": [h.to_dict() for h in self.hits],
+            "method": self.method,
+            "conversations": self.conversations,
+            "complete": self.complete,
+            "note": self.note,
+        }
 
 
 ExpireHook: TypeAlias = Callable[[ConversationInfo, tuple[Message, ...]], Awaitable[bool]]
@@ -225,6 +290,44 @@ class Store(Protocol):
         output: it cannot collide across owners); an expired claim is deleted, a few per call and
         all of them by ``purge``. The caller still rejects expired tokens itself.
         """
+        ...
+
+    # -- compaction records (docs/adr/0010-compaction.md) ----------------------------------------
+    async def append_record(self, owner: str, record: CompactionRecord) -> None:
+        """Keep a compaction record beside its conversation's log (``record.conversation_id``).
+        Its boundary must not pass the conversation's version (``UserError``: append the messages
+        it stands for first); a record id already there is a ``ConflictError``. Encrypted like
+        messages when encryption at rest is on."""
+        ...
+
+    async def latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
+        """The record appended last (the one a run's view starts from), or ``None``."""
+        ...
+
+    async def records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
+        """Every record of the conversation, oldest first."""
+        ...
+
+    async def delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
+        """Delete one record (``NotFound`` when the conversation has no such record): the view
+        goes back to the previous record's, or to the full log. The log is untouched."""
+        ...
+
+    # -- search ----------------------------------------------------------------------------------
+    async def search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 20,
+        max_conversations: int = SCAN_CONVERSATIONS,
+        max_bytes: int = SCAN_BYTES,
+    ) -> SearchResults:
+        """The ``limit`` messages of the owner's conversations best matching ``query``, best
+        first, each with a snippet. An index where one may exist (SQLite FTS5, PostgreSQL
+        full-text search); otherwise (``MemoryStore``, encryption at rest) a scan of the most
+        recently updated conversations, bounded by ``max_conversations`` and ``max_bytes``
+        (``SearchResults.complete`` is False when a bound stopped it)."""
         ...
 
     async def close(self) -> None:

@@ -15,10 +15,19 @@ from typing import Any, cast
 
 import msgspec
 
-from tether.errors import DecodeError, UserError
+from tether.errors import DecodeError, NotFound, UserError
 from tether.messages import Usage
 
-__all__ = ["RECORD_VERSION", "CompactionRecord", "dumps_record", "loads_record"]
+__all__ = [
+    "RECORD_VERSION",
+    "CompactionRecord",
+    "boundary_error",
+    "check_record",
+    "dumps_record",
+    "duplicate_record",
+    "loads_record",
+    "record_not_found",
+]
 
 RECORD_VERSION = 1
 """The version of the record's JSON shape (it only ever gains optional fields)."""
@@ -117,3 +126,28 @@ def loads_record(data: bytes | bytearray | memoryview | str) -> CompactionRecord
         raise DecodeError(f"not a compaction record: {exc} at $", path="$") from None
     except (RecursionError, TypeError) as exc:
         raise DecodeError(f"cannot decode a compaction record: {exc}", path="$") from None
+
+
+def check_record(value: object) -> CompactionRecord:
+    """A ``CompactionRecord`` argument (``append_record``), else ``UserError``."""
+    if type(value) is not CompactionRecord:
+        raise UserError(f"record must be a CompactionRecord, not a {type(value).__name__}")
+    return value
+
+
+def boundary_error(record: CompactionRecord, version: int) -> UserError:
+    """The error of a record whose boundary passes its conversation's version."""
+    return UserError(
+        f"the record's boundary (seq {record.boundary}) passes conversation "
+        f"{record.conversation_id!r}, which holds {version} messages: append the messages first"
+    )
+
+
+def record_not_found(conversation_id: str, record_id: str) -> NotFound:
+    """No such record in the conversation (or no such conversation for this owner)."""
+    return NotFound(f"no compaction record {record_id!r} in conversation {conversation_id!r}")
+
+
+def duplicate_record(record: CompactionRecord) -> UserError:
+    """A record id the conversation already has (a record is appended once)."""
+    return UserError(f"conversation {record.conversation_id!r} already has a compaction record {record.id!r}")

@@ -12,12 +12,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 
-from tether.errors import CorruptRecord, EncryptionError, StoreError, UserError
+from tether.errors import CorruptRecord, DecodeError, EncryptionError, StoreError, UserError
 from tether.messages import Message
 from tether.stores._common import to_datetime
 from tether.stores._crypto import Keyring, stored_bytes
 from tether.stores._protocol import ConversationInfo, OnCorrupt, ToolEffect
+from tether.stores._records import CompactionRecord, dumps_record, loads_record
 
 __all__ = ["ENCRYPTION_FLAG", "SEALED", "RowCodec"]
 
@@ -248,6 +250,55 @@ class RowCodec:
         except UnicodeDecodeError:
             raise CorruptRecord(f"{name} is not UTF-8", conversation_id=conversation_id, seq=0) from None
 
+    # -- compaction records -------------------------------------------------------------------
+    def seal_record(self, owner: str, record: CompactionRecord) -> tuple[str | None, bytes]:
+        """``(key_id, data)`` of a record row: its JSON, sealed with kind ``compaction`` and the
+        record id as associated data when encryption is on."""
+        data = dumps_record(record)
+        if self.keyring is None:
+            return None, data
+        return self.keyring.encrypt(data, _aad(owner, record.conversation_id, "compaction", record.id))
+
+    def open_record(
+        self, owner: str, conversation_id: str, record_id: str, key_id: Any, data: Any
+    ) -> CompactionRecord:
+        """A stored record row as its value. ``EncryptionError`` when a sealed row does not open;
+        ``CorruptRecord`` (seq 0) when it is unsealed in strict mode, does not decode, or names
+        another conversation or id than the row it is in."""
+        text = self.open_field(owner, conversation_id, "compaction", record_id, key_id, data)
+        try:
+            record = loads_record(text)
+        except DecodeError as exc:
+            raise CorruptRecord(
+                f"compaction record {record_id!r} is not a valid record: {exc}",
+                conversation_id=conversation_id,
+                seq=0,
+            ) from None
+        if record.id != record_id or record.conversation_id != conversation_id:
+            raise CorruptRecord(
+                f"compaction record {record_id!r} holds record {record.id!r} of conversation "
+                f"{record.conversation_id!r}: refused",
+                conversation_id=conversation_id,
+                seq=0,
+            )
+        return record
+
+    def copy_record(
+        self, owner: str, source_id: str, target_id: str, record_id: str, key_id: Any, data: Any
+    ) -> tuple[CompactionRecord, str | None, bytes]:
+        """A record of ``source_id`` for its fork ``target_id``: the value re-stamped with the new
+        conversation and its row sealed for it; ``(record, key_id, data)``."""
+        record = replace(
+            self.open_record(owner, source_id, record_id, key_id, data), conversation_id=target_id
+        )
+        return (record, *self.seal_record(owner, record))
+
+    def reseal_record(
+        self, owner: str, conversation_id: str, record_id: str, key_id: str | None, data: bytes
+    ) -> tuple[str | None, bytes]:
+        """One record row sealed again with the current key (refused unsealed in strict mode)."""
+        return self.seal_record(owner, self.open_record(owner, conversation_id, record_id, key_id, data))
+
     # -- row work shared by the SQL stores -------------------------------------------------------
     def info(self, owner: str, row: Sequence[Any]) -> ConversationInfo:
         """A conversation row (the ``CONVERSATION_COLUMNS``) as its summary line."""
@@ -348,6 +399,8 @@ class RowCodec:
 def _field_name(conversation_id: str, kind: str, where: int | str) -> str:
     if kind == "tool":
         return f"arguments of tool call {where!r} of conversation {conversation_id}"
+    if kind == "compaction":
+        return f"compaction record {where!r} of conversation {conversation_id}"
     return f"{kind} of conversation {conversation_id}"
 
 

@@ -7,15 +7,15 @@ lock (``busy_timeout``) instead of failing half way; each batch commits atomical
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Literal, Self, TypeVar
+from typing import Any
 
-from tether.errors import CorruptRecord, StoreError, TetherError, UserError
+from tether.errors import CorruptRecord, StoreError, TetherError
 from tether.messages import Message
 from tether.stores import _sqlite_ledger as ledger
+from tether.stores import _sqlite_records as recs
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
     batch_facts,
@@ -38,28 +38,28 @@ from tether.stores._common import (
     idle_filter,
     load_offset,
     not_found,
-    now,
     purge_cutoff,
     purge_with_hook,
     reencrypt_batches,
     unknown_call,
 )
-from tether.stores._crypto import Keyring
-from tether.stores._protocol import ConversationInfo, ExpireHook, Loaded, OnCorrupt, ToolEffect
+from tether.stores._protocol import (
+    ConversationInfo,
+    ExpireHook,
+    Loaded,
+    OnCorrupt,
+    ToolEffect,
+)
 from tether.stores._rows import RowCodec
 from tether.stores._sqlite_rotate import reseal_or_mark
-from tether.stores._sqlite_schema import connect
-from tether.stores._worker import Worker
+from tether.stores._sqlite_search import SQLiteSearch
 
 __all__ = ["SQLiteStore"]
 
-R = TypeVar("R")
-_Tx = Callable[[sqlite3.Connection], R]
-_Row = tuple[Any, ...]
 _SPAN = 1 << 32  # message row id = conversation pk * _SPAN + seq (see _migrations)
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteSearch):
     """A ``Store`` in one SQLite file (created with its schema on first use).
 
     ``keyring`` turns on encryption at rest for new rows (see ``Keyring``; ``reencrypt`` rotates).
@@ -71,98 +71,6 @@ class SQLiteStore:
     ``mmap_size`` is how many bytes of the file SQLite reads through a memory map (0: none).
     ``clock`` returns seconds since the epoch.
     """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        keyring: Keyring | None = None,
-        require_encryption: bool | None = None,
-        busy_timeout: float = 30.0,
-        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-        mmap_size: int = 256 * 1024 * 1024,
-        clock: Callable[[], float] = now,
-    ) -> None:
-        if synchronous not in ("NORMAL", "FULL"):
-            raise UserError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
-        if type(busy_timeout) not in (int, float) or not 0 <= busy_timeout <= 86_400:
-            raise UserError(f"busy_timeout must be seconds from 0 to 86400, not {busy_timeout!r}")
-        if not callable(clock):
-            raise UserError("clock must be a function returning seconds since the epoch")
-        try:
-            self.path = os.fspath(path)
-        except TypeError:
-            raise UserError(f"path must be a file path, not a {type(path).__name__}") from None
-        if "\x00" in str(self.path):
-            raise UserError("path must not contain a NUL character")
-        self._codec = RowCodec(keyring, require_encryption)
-        self._busy_timeout = busy_timeout
-        self._synchronous = synchronous
-        if type(mmap_size) is not int or mmap_size < 0:
-            raise UserError(f"mmap_size must be an int >= 0, not {mmap_size!r}")
-        self._mmap_size = mmap_size
-        self._clock = clock
-        self._conn: sqlite3.Connection | None = None
-        self._worker = Worker("tether-sqlite")
-        self._closed = False
-
-    # -- plumbing ---------------------------------------------------------------------------
-    async def __aenter__(self) -> Self:
-        await self._run(self._read, _nothing)  # connects (and migrates) now
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def _run(self, fn: Callable[[_Tx[R]], R], tx: _Tx[R]) -> R:
-        """``fn(tx)`` (``_write`` or ``_read``) on the store's thread, SQLite errors as ``StoreError``."""
-        if self._closed:
-            raise StoreError(f"SQLiteStore {self.path!r} is closed")
-        return await self._worker.call(self._guard, fn, tx)
-
-    def _guard(self, fn: Callable[[_Tx[R]], R], tx: _Tx[R]) -> R:
-        try:
-            return fn(tx)
-        except TetherError:
-            raise
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite {self.path!r}: {exc}") from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._conn = connect(
-                self.path, self._busy_timeout, self._synchronous, self._mmap_size, self._codec
-            )
-        return self._conn
-
-    def _write(self, fn: Callable[[sqlite3.Connection], R]) -> R:
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
-
-    def _read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
-        conn = self._connection()
-        conn.execute("BEGIN")  # one snapshot for the conversation row and its messages
-        try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")
-
-    @staticmethod
-    def _row(conn: sqlite3.Connection, owner: str, conversation_id: str) -> _Row:
-        row = conn.execute(
-            f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? AND id = ?",
-            (owner, conversation_id),
-        ).fetchone()
-        if row is None:
-            raise not_found(conversation_id)
-        return row
 
     # -- the Store protocol -------------------------------------------------------------------
     async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
@@ -362,6 +270,7 @@ class SQLiteStore:
                 "INSERT INTO tether_messages (id, conversation, seq, key_id, data) VALUES (?, ?, ?, ?, ?)",
                 _message_rows(new_pk, codec.copy_rows(owner, conversation_id, target, rows)),
             )
+            recs.copy_records(conn, codec, owner, (conversation_id, pk), (target, new_pk), at)
             return target
 
         return await self._run(self._write, tx)
@@ -371,7 +280,7 @@ class SQLiteStore:
         owner, conversation_id = check_ids(owner, conversation_id)
 
         def tx(conn: sqlite3.Connection) -> None:
-            _delete(conn, self._row(conn, owner, conversation_id)[0])
+            _delete(conn, self._row(conn, owner, conversation_id)[0], self._fts)
 
         await self._run(self._write, tx)
 
@@ -398,7 +307,7 @@ class SQLiteStore:
                     r[0] for r in conn.execute(f"SELECT pk FROM tether_conversations WHERE {where}", params)
                 ]
                 for pk in pks:
-                    _delete(conn, pk)
+                    _delete(conn, pk, self._fts)
                 return len(pks)
 
             return await self._run(self._write, purge_all)
@@ -419,7 +328,7 @@ class SQLiteStore:
                     (o, cid, version, cutoff),
                 ).fetchone()
                 if row is not None:
-                    _delete(conn, row[0])
+                    _delete(conn, row[0], self._fts)
                 return row is not None
 
             return await self._run(self._write, tx)
@@ -493,24 +402,13 @@ class SQLiteStore:
         codec = self._codec
 
         async def one_batch(current: str) -> int:
-            return await self._run(self._write, lambda conn: reseal_or_mark(conn, codec, current, size))
+            return await self._run(
+                self._write, lambda conn: reseal_or_mark(conn, codec, current, size, self._fts)
+            )
 
         total = await reencrypt_batches(codec.current, one_batch)
         codec.settle(True)
         return total
-
-    async def close(self) -> None:
-        """Close the connection and its thread. Idempotent."""
-        if self._closed:
-            return
-        await self._worker.call(self._close_connection)
-        self._closed = True
-        self._worker.stop()
-
-    def _close_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 # a batch of n messages: the version moves by n only when the expected version (if given) matches
@@ -534,10 +432,6 @@ def _missing_or_conflict(
     return conflict(conversation_id, expected, row[0])
 
 
-def _nothing(conn: sqlite3.Connection) -> None:
-    pass
-
-
 def _message_rows(pk: int, rows: list[tuple[int, str | None, bytes]]) -> list[tuple[Any, ...]]:
     if rows and rows[-1][0] >= _SPAN:
         raise StoreError(f"a conversation holds at most {_SPAN - 1} messages")
@@ -545,7 +439,8 @@ def _message_rows(pk: int, rows: list[tuple[int, str | None, bytes]]) -> list[tu
     return [(base + seq, pk, seq, key_id, data) for seq, key_id, data in rows]
 
 
-def _delete(conn: sqlite3.Connection, pk: int) -> None:
+def _delete(conn: sqlite3.Connection, pk: int, fts: bool) -> None:
+    recs.delete_index(conn, pk, fts)
     conn.execute("DELETE FROM tether_messages WHERE id > ? AND id < ?", (pk * _SPAN, (pk + 1) * _SPAN))
     conn.execute("DELETE FROM tether_tool_effects WHERE conversation = ?", (pk,))
     conn.execute("DELETE FROM tether_conversations WHERE pk = ?", (pk,))

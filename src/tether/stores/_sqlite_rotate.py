@@ -5,22 +5,26 @@ from __future__ import annotations
 import sqlite3
 
 from tether.stores._rows import RowCodec
+from tether.stores._sqlite_records import drop_index, reseal_records
 from tether.stores._sqlite_schema import mark_sealed
 
 __all__ = ["reseal_batch", "reseal_or_mark"]
 
 
-def reseal_or_mark(conn: sqlite3.Connection, codec: RowCodec, current: str, batch: int) -> int:
+def reseal_or_mark(conn: sqlite3.Connection, codec: RowCodec, current: str, batch: int, fts: bool) -> int:
     """One ``reencrypt`` transaction: re-seal a batch, or — nothing left — record the database
-    sealed in the same transaction that found nothing unsealed."""
+    sealed in the same transaction that found nothing unsealed, and empty the full-text index
+    (plaintext of what is now sealed)."""
     done = reseal_batch(conn, codec, current, batch)
     if not done:
+        drop_index(conn, fts)
         mark_sealed(conn)
     return done
 
 
 def reseal_batch(conn: sqlite3.Connection, codec: RowCodec, current: str, batch: int) -> int:
-    """Re-seal up to ``batch`` message rows, previews and tool arguments not sealed with the
+    """Re-seal up to ``batch`` message rows, previews, tool arguments and compaction records not
+    sealed with the
     ``current`` key (plaintext included); return how many were rewritten (0: done)."""
     rows = conn.execute(
         "SELECT m.id, c.owner, c.id, m.seq, m.key_id, m.data FROM tether_messages m "
@@ -55,4 +59,4 @@ def reseal_batch(conn: sqlite3.Connection, codec: RowCodec, current: str, batch:
             "WHERE conversation = ? AND call_id = ? AND run_id = ?",
             (*codec.reseal_field(o, cid, "tool", call_id, key_id, data), pk, call_id, run_id),
         )
-    return len(rows) + len(fields) + len(effects)
+    return len(rows) + len(fields) + len(effects) + reseal_records(conn, codec, current, batch)

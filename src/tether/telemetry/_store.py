@@ -20,7 +20,16 @@ from . import _names as n
 from ._settings import Telemetry, default_telemetry
 
 if TYPE_CHECKING:
-    from tether.stores import ConversationInfo, ExpireHook, Loaded, OnCorrupt, Store, ToolEffect
+    from tether.stores import (
+        CompactionRecord,
+        ConversationInfo,
+        ExpireHook,
+        Loaded,
+        OnCorrupt,
+        SearchResults,
+        Store,
+        ToolEffect,
+    )
 
     from ._otel import AttributeValue, Instruments
 
@@ -33,6 +42,8 @@ _CONVERSATIONS = "tether_conversations"
 _MESSAGES = "tether_messages"
 _EFFECTS = "tether_tool_effects"
 _GUARD = "tether_replay_guard"
+_RECORDS = "tether_compactions"
+_SEARCH = "tether_search"
 
 
 def db_system(store: object) -> str:
@@ -252,6 +263,54 @@ class TracedStore:
         if claim is None:
             raise UserError(f"{type(self.inner).__name__} is not a replay guard (it has no claim_token)")
         return await self._call("claim_token", _GUARD, None, lambda: claim(digest, expires_at))
+
+    async def append_record(self, owner: str, record: CompactionRecord) -> None:
+        await self._call(
+            "append_record",
+            _RECORDS,
+            record.conversation_id,
+            lambda: self.inner.append_record(owner, record),
+            {n.TETHER_STORE_VERSION: record.boundary},
+        )
+
+    async def latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
+        return await self._call(
+            "latest_record",
+            _RECORDS,
+            conversation_id,
+            lambda: self.inner.latest_record(owner, conversation_id),
+        )
+
+    async def records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
+        return await self._call(
+            "records", _RECORDS, conversation_id, lambda: self.inner.records(owner, conversation_id)
+        )
+
+    async def delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
+        await self._call(
+            "delete_record",
+            _RECORDS,
+            conversation_id,
+            lambda: self.inner.delete_record(owner, conversation_id, record_id),
+        )
+
+    async def search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 20,
+        max_conversations: int = 200,
+        max_bytes: int = 64 * 1024 * 1024,
+    ) -> SearchResults:
+        return await self._call(
+            "search",
+            _SEARCH,
+            None,
+            lambda: self.inner.search(
+                owner, query, limit=limit, max_conversations=max_conversations, max_bytes=max_bytes
+            ),
+        )
 
     async def close(self) -> None:
         await self.inner.close()
