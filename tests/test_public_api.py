@@ -12,6 +12,19 @@ import tether
 SRC = Path(tether.__file__).resolve().parent
 
 EXPECTED = {
+    "CompactionStep",
+    "CompactionStrategy",
+    "CompactedLog",
+    "Compaction",
+    "CompactionEvent",
+    "CompactionReport",
+    "Compactor",
+    "Prepared",
+    "recall_tool",
+    "CompactionRecord",
+    "MessageHit",
+    "SearchMethod",
+    "SearchResults",
     "Telemetry",
     "aclose_model",
     "with_limits",

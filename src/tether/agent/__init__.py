@@ -13,9 +13,9 @@ from tether.agent._approvals import (
 )
 from tether.agent._batch import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT
 from tether.agent._compaction import Compactor, Prepared
-from tether.agent._compaction_config import DEFAULT_SUMMARY_PROMPT, Compaction
+from tether.agent._compaction_config import DEFAULT_SUMMARY_PROMPT, Compaction, CompactionStrategy
 from tether.agent._compaction_recall import recall_tool
-from tether.agent._compaction_report import CompactionReport
+from tether.agent._compaction_report import CompactionReport, CompactionStep
 from tether.agent._context import MessagesView, RunContext
 from tether.agent._output import OUTPUT_TOOL
 from tether.agent._recorder import CompactedLog, OnConflict, RunRecorder, StoreRecorder
@@ -49,6 +49,8 @@ __all__ = [
     "Compaction",
     "CompactionEvent",
     "CompactionReport",
+    "CompactionStep",
+    "CompactionStrategy",
     "Compactor",
     "Deferred",
     "DeferredResults",

@@ -39,13 +39,13 @@ from tether.messages import Message, Text, Usage, new_id
 from tether.models import Model, ToolDefinition, infer_model
 from tether.stores import CompactionRecord
 
-from ._compaction_config import Compaction, Strategy
+from ._compaction_config import Compaction, CompactionStrategy
 from ._compaction_recall import recall_tool
 from ._compaction_report import CompactionReport, CompactionStep
 from ._compaction_summary import Plan, Summary, SummaryFailed, write_summary
 from ._tools import Tool
 
-__all__ = ["Compaction", "Compactor", "Prepared", "Strategy"]
+__all__ = ["Compaction", "CompactionStrategy", "Compactor", "Prepared"]
 
 RECALL_NOTE = SUMMARY_NOTE[:-1] + " and the recall tool can search them."
 

@@ -9,9 +9,9 @@ from tether.errors import UserError
 from tether.history import TokenCounter, Trigger
 from tether.models import Model
 
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "SUMMARY_REQUEST", "Compaction", "Strategy"]
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "SUMMARY_REQUEST", "Compaction", "CompactionStrategy"]
 
-Strategy: TypeAlias = Literal["elide", "summarize"]
+CompactionStrategy: TypeAlias = Literal["elide", "summarize"]
 _STRATEGIES = ("elide", "summarize")
 
 DEFAULT_SUMMARY_PROMPT = """\
@@ -75,7 +75,7 @@ class Compaction:
     - ``recall``: placeholders and the summary mention the recall tool (offer it to the model).
     """
 
-    strategies: tuple[Strategy, ...] = ("elide", "summarize")
+    strategies: tuple[CompactionStrategy, ...] = ("elide", "summarize")
     threshold: float = 0.8
     target: float = 0.5
     window: int | None = None
