@@ -265,7 +265,7 @@ async def compaction_steps(quick: bool) -> None:
     print(f"{'history':>8} {'no compaction':>15} {'compaction configured':>23}")
     for n in SIZES:
         h = history(n)
-        repeat = {0: 60, 1_000: 10, 10_000: 3}[n] // (3 if quick else 1) or 1
+        repeat = max(3, {0: 60, 1_000: 10, 10_000: 5}[n] // (3 if quick else 1))
         cells: list[str] = []
         for compaction in (None, _compaction()):
             t_zero = await measure(tether_runner(0, compaction=compaction), h, repeat)

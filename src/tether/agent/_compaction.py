@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +42,7 @@ from ._compaction_config import Compaction, CompactionStrategy
 from ._compaction_recall import recall_tool
 from ._compaction_report import CompactionReport, CompactionStep
 from ._compaction_summary import Plan, Summary, SummaryFailed, write_summary
+from ._context import MessagesView
 from ._tools import Tool
 
 __all__ = ["Compaction", "CompactionStrategy", "Compactor", "Prepared"]
@@ -122,6 +122,9 @@ class Compactor:
         self._frozen_key: tuple[Any, ...] | None = None
         self._frozen: list[Message] = []
         self._frozen_upto = 0
+        self._out: list[Message] = []
+        self._out_upto = 0
+        self._out_key: tuple[Any, ...] | None = None
         self._frozen_tokens = 0
         self._bg: asyncio.Task[Summary] | None = None
 
@@ -240,14 +243,23 @@ class Compactor:
         return self._view(messages)
 
     def _view(self, msgs: Sequence[Message]) -> Sequence[Message]:
+        """The frozen head, then the messages after it (system messages left out). One list is
+        kept and extended by the messages added since the last call while the head stays the
+        same, so a step costs O(new messages); the caller gets a fixed-length view of it."""
         self._freeze(msgs)
         upto = self._frozen_upto
-        if not self._frozen and upto == 0:
-            return [m for m in msgs if m.role != "system"] if self._system else msgs
-        tail = msgs[upto:] if isinstance(msgs, list | tuple) else list(itertools.islice(msgs, upto, None))
-        if self._system:
-            tail = [m for m in tail if m.role != "system"]
-        return [*self._frozen, *tail]
+        if not self._frozen and upto == 0 and not self._system:
+            return msgs
+        key = self._frozen_key
+        if key != self._out_key or len(msgs) < self._out_upto:
+            self._out, self._out_upto, self._out_key = list(self._frozen), upto, key
+        n, out = len(msgs), self._out
+        for i in range(self._out_upto, n):  # by index: O(new) for any sequence
+            m = msgs[i]
+            if m.role != "system":
+                out.append(m)
+        self._out_upto = n
+        return MessagesView(self._out)
 
     def overhead(self, instructions: str | None, tools: Sequence[ToolDefinition] = ()) -> int:
         """Tokens every request carries besides its messages: the instructions and the tool

@@ -34,8 +34,9 @@ class MessagesView(Sequence[Message]):
     @overload
     def __getitem__(self, index: slice) -> Sequence[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
-        if isinstance(index, slice):
-            return self._items[: self._n][index]
+        if isinstance(index, slice):  # the slice of the first n items, without copying them all
+            span = range(self._n)[index]
+            return self._items[span.start : span.stop : span.step] if span else []
         if index < 0:
             index += self._n
         if not 0 <= index < self._n:
