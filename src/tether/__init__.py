@@ -154,7 +154,7 @@ from tether.telemetry import Telemetry
 if TYPE_CHECKING:
     from tether.stores import PostgresStore
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:
