@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -546,7 +547,7 @@ class Run:
         if not gated:
             return None
         pause_id = new_id()
-        expires_at = int(time.time() + self.cfg.approval_ttl) if secret is not None else None
+        expires_at = math.ceil(time.time() + self.cfg.approval_ttl) if secret is not None else None
         digest = turn_digest(turn) if secret is not None else ""
         pending: list[PendingCall] = []
         for call, tool in gated:
