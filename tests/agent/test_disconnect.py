@@ -18,6 +18,7 @@ from tether import (
     ModelSettings,
     Profile,
     RunCanceled,
+    StoreError,
     StreamEvent,
     Text,
     TextDelta,
@@ -30,6 +31,7 @@ from tether.agent import (
     CANCELED_WHILE_RUNNING_TEXT,
     Agent,
     MessageCompleted,
+    StoreRecorder,
     TextEvent,
     Tool,
     ToolCallStarted,
@@ -317,3 +319,10 @@ async def test_a_stop_while_the_history_processor_runs_keeps_the_prompt() -> Non
         await stream.get_result()
     assert info.value.partial is not None
     assert [m.text for m in info.value.partial.messages] == ["hi", "hello", "go"]
+
+
+async def test_a_store_that_never_answers_the_open_fails_the_run_within_write_timeout(store: Store) -> None:
+    gated = GatedLoad(store)  # never released
+    recorder = StoreRecorder(gated, "o", "c", write_timeout=0.2)  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="write_timeout"):
+        await Agent(Slow("x")).run("go", recorder=recorder)

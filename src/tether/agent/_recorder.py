@@ -47,7 +47,7 @@ async def settle(work: Awaitable[T], timeout: float) -> T:
             task.cancel()
             if cancelled:
                 raise asyncio.CancelledError
-            raise StoreError(f"the store did not finish the write within {timeout:g} s")
+            raise StoreError(f"the store did not answer within {timeout:g} s (write_timeout)")
         try:
             await asyncio.wait((task,), timeout=remaining)
         except asyncio.CancelledError:
@@ -77,7 +77,8 @@ class CompactedLog:
 @runtime_checkable
 class RunRecorder(Protocol):
     """Where a run's conversation comes from and where what it adds goes. Every method is async;
-    the run awaits each write to its end (``settle``) within ``write_timeout`` seconds."""
+    the run awaits each write, and the open, to its end (``settle``) within ``write_timeout``
+    seconds."""
 
     @property
     def write_timeout(self) -> float: ...
@@ -139,7 +140,8 @@ class StoreRecorder:
       its user did not see).
     - ``keep_unfinished``: a stopped run's partly streamed model turn (``Partial.unfinished``, stop
       reason ``"canceled"``) is stored too (the default: the user saw it).
-    - ``write_timeout``: seconds a write may take before the run gives up on it.
+    - ``write_timeout``: seconds a write (or the open of the conversation) may take before the
+      run gives up on it.
     """
 
     def __init__(
