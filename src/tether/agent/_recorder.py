@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from msgspec.structs import replace
 
@@ -163,7 +163,12 @@ class StoreRecorder:
             raise UserError(f"on_conflict must be 'fail' or 'fork', not {on_conflict!r}")
         if at_version is not None and (type(at_version) is not int or at_version < 0):
             raise UserError(f"at_version must be an int >= 0, not {at_version!r}")
-        if not write_timeout > 0:
+        given_timeout = cast(object, write_timeout)
+        if (
+            not isinstance(given_timeout, int | float)
+            or isinstance(given_timeout, bool)
+            or not given_timeout > 0
+        ):
             raise UserError(f"write_timeout must be a positive number of seconds, not {write_timeout!r}")
         self.store = store
         self.owner = owner
