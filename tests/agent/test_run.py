@@ -427,3 +427,16 @@ def test_bad_agent_arguments_raise_user_error_naming_them(kwargs: dict[str, obje
     name = next(iter(kwargs))
     with pytest.raises(UserError, match=name):
         Agent(Script("x").model, approval_secret=b"0123456789abcdef", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("prompt", ["hi \ud800", ["fine", Text("\udfff")]])
+async def test_a_prompt_holding_a_lone_surrogate_is_refused_before_the_model_is_asked(prompt: object) -> None:
+    asked: list[int] = []
+
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> str:
+        asked.append(len(messages))
+        return "x"
+
+    with pytest.raises(UserError, match="not valid Unicode"):
+        await Agent(FunctionModel(reply)).run(prompt)  # type: ignore[arg-type]
+    assert asked == []

@@ -32,6 +32,7 @@ from tether.errors import (
     RunError,
     RunStage,
     StoreError,
+    UserError,
 )
 from tether.history import close_calls, normalize_history
 from tether.messages import Message, new_id
@@ -215,9 +216,14 @@ class Run:
         its prompt yet: add it after the history as opened, so a stop keeps what the user said."""
         if not self._prompt_pending or self._opened is None or self.prompt is None:
             return
+        try:
+            user = self._user(self.prompt)
+        except UserError:  # a prompt the run would have refused: nothing of it to keep
+            return
         if not self.state.messages:
             self.state.start(list(self._opened))
-        self._add_prompt(self.prompt)
+        self._prompt_pending = False
+        self.add(user)
 
     def _add_prompt(self, prompt: Prompt) -> None:
         self._prompt_pending = False
