@@ -223,3 +223,13 @@ def test_tampering_any_part_of_a_genuine_token_is_refused(noise: str) -> None:
         f"v3.{payload}.{mac}",
     ):
         assert isinstance(read_token(SECRET, forged), str)
+
+
+async def test_a_pause_expires_no_earlier_than_its_ttl_after_it() -> None:
+    script = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "paid")
+    agent = _agent(script, approval_ttl=0.5)
+    before = time.time()
+    first = await agent.run("pay")
+    assert first.deferred is not None
+    assert first.deferred.expires_at is not None
+    assert first.deferred.expires_at >= before + 0.5  # rounded up to the second, never down

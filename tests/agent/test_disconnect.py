@@ -18,6 +18,7 @@ from tether import (
     ModelSettings,
     Profile,
     RunCanceled,
+    StoreError,
     StreamEvent,
     Text,
     TextDelta,
@@ -30,6 +31,7 @@ from tether.agent import (
     CANCELED_WHILE_RUNNING_TEXT,
     Agent,
     MessageCompleted,
+    StoreRecorder,
     TextEvent,
     Tool,
     ToolCallStarted,
@@ -251,3 +253,76 @@ async def test_a_finished_run_is_not_stopped_by_leaving_the_block(store: Store) 
     stored = await _stored(store)
     assert [(m.role, m.text) for m in stored] == [("user", "go"), ("assistant", "done")]
     assert isinstance(stored[1].parts[0], Text)
+
+
+class GatedLoad:
+    """A real store whose next load waits for ``release`` after ``entered`` is set."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def load(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.entered.is_set():
+            self.entered.set()
+            await self.release.wait()
+        return await self.inner.load(*args, **kwargs)
+
+
+async def test_a_stop_while_the_conversation_opens_keeps_the_prompt_after_the_history(store: Store) -> None:
+    await store.create("o", "c")
+    await store.append("o", "c", [Message("user", (Text("before"),)), assistant("earlier answer")])
+    gated = GatedLoad(store)
+    stream = Agent(Slow("x")).run_stream("go", store=gated, owner="o", conversation_id="c")  # type: ignore[arg-type]
+    async with stream:
+        await asyncio.wait_for(gated.entered.wait(), 5)
+        stream.cancel()  # the client leaves while the conversation is being loaded
+        await asyncio.sleep(0.05)
+        gated.release.set()
+    with pytest.raises(RunCanceled) as info:
+        await stream.get_result()
+    partial = info.value.partial
+    assert partial is not None
+    assert [m.text for m in partial.new_messages] == ["go"]
+    assert [m.text for m in partial.messages] == ["before", "earlier answer", "go"]
+    assert [m.text for m in await _stored(store)] == ["before", "earlier answer", "go"]
+
+
+async def test_leaving_the_block_at_once_keeps_the_prompt(store: Store) -> None:
+    model = Slow("x")
+    async with Agent(model).run_stream("go", store=store, owner="o", conversation_id="c") as stream:
+        pass  # the client went away before reading anything
+    with pytest.raises(RunCanceled) as info:
+        await stream.get_result()
+    assert info.value.partial is not None
+    assert [m.text for m in info.value.partial.new_messages] == ["go"]
+    assert [(m.role, m.text) for m in await _stored(store)] == [("user", "go")]
+
+
+async def test_a_stop_while_the_history_processor_runs_keeps_the_prompt() -> None:
+    entered = asyncio.Event()
+
+    async def processor(history: Sequence[Message]) -> Sequence[Message]:
+        entered.set()
+        await asyncio.sleep(10)
+        return history
+
+    agent = Agent(Slow("x"), history_processor=processor)
+    stream = agent.run_stream("go", history=[Message("user", (Text("hi"),)), assistant("hello")])
+    async with stream:
+        await asyncio.wait_for(entered.wait(), 5)
+    with pytest.raises(RunCanceled) as info:
+        await stream.get_result()
+    assert info.value.partial is not None
+    assert [m.text for m in info.value.partial.messages] == ["hi", "hello", "go"]
+
+
+async def test_a_store_that_never_answers_the_open_fails_the_run_within_write_timeout(store: Store) -> None:
+    gated = GatedLoad(store)  # never released
+    recorder = StoreRecorder(gated, "o", "c", write_timeout=0.2)  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="write_timeout"):
+        await Agent(Slow("x")).run("go", recorder=recorder)

@@ -404,3 +404,39 @@ async def test_bad_run_arguments_raise_typed_errors(kwargs: dict[str, object]) -
 
     with pytest.raises(UserError):
         await Agent(Script("x").model).run("go", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_steps": float("nan")},  # would never be reached: a run without a step limit
+        {"max_steps": True},
+        {"max_steps": "5"},
+        {"max_steps": 0},
+        {"retries": float("nan")},
+        {"retries": -1},
+        {"retries": "1"},
+        {"approval_ttl": float("inf")},  # no expiry can be minted from it
+        {"approval_ttl": float("nan")},
+        {"approval_ttl": "60"},
+        {"approval_ttl": True},
+        {"approval_ttl": 0},
+    ],
+)
+def test_bad_agent_arguments_raise_user_error_naming_them(kwargs: dict[str, object]) -> None:
+    name = next(iter(kwargs))
+    with pytest.raises(UserError, match=name):
+        Agent(Script("x").model, approval_secret=b"0123456789abcdef", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("prompt", ["hi \ud800", ["fine", Text("\udfff")]])
+async def test_a_prompt_holding_a_lone_surrogate_is_refused_before_the_model_is_asked(prompt: object) -> None:
+    asked: list[int] = []
+
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> str:
+        asked.append(len(messages))
+        return "x"
+
+    with pytest.raises(UserError, match="not valid Unicode"):
+        await Agent(FunctionModel(reply)).run(prompt)  # type: ignore[arg-type]
+    assert asked == []

@@ -35,12 +35,19 @@ from tether import (
     tool,
     user,
 )
-from tether.agent import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT, Agent, Tool, ToolCanceled
+from tether.agent import (
+    CANCELED_WHILE_RUNNING_TEXT,
+    UNKNOWN_OUTCOME_TEXT,
+    Agent,
+    StoreRecorder,
+    Tool,
+    ToolCanceled,
+)
 from tether.agent._batch import run_jobs
 from tether.agent._ledger import ledger_closures
 from tether.history import INTERRUPTED_TEXT, check_history
 from tether.models.testing import FunctionInfo, FunctionModel, TestModel
-from tether.stores import SQLiteStore, Store, ToolEffect
+from tether.stores import MemoryStore, SQLiteStore, Store, ToolEffect
 
 from .scripts import Script, calls
 
@@ -495,3 +502,19 @@ async def test_a_run_that_fails_before_anything_completed_leaves_nothing_behind(
         await Agent(FunctionModel(broken)).run("hello", store=store, owner="o", conversation_id="fresh")
     assert info.value.partial is None
     assert await store.conversations("o") == []  # no empty conversation, no unanswered prompt
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"write_timeout": "30"},
+        {"write_timeout": True},
+        {"write_timeout": float("nan")},
+        {"write_timeout": 0},
+        {"on_conflict": "merge"},
+        {"at_version": -1},
+    ],
+)
+def test_bad_store_recorder_arguments_raise_user_error_naming_them(kwargs: dict[str, object]) -> None:
+    with pytest.raises(UserError, match=next(iter(kwargs))):
+        StoreRecorder(MemoryStore(), "o", "c", **kwargs)  # type: ignore[arg-type]

@@ -241,3 +241,13 @@ def test_the_recursion_limit_is_not_what_stops_deep_input() -> None:
             convert.from_gemini(_deep_documents(3_000)["gemini"])
     finally:
         sys.setrecursionlimit(previous)
+
+
+class _Label(str):
+    """A ``str`` subclass, as an application's own string types (an enum member, a tag) are."""
+
+
+@pytest.mark.parametrize("fmt", sorted(convert.FORMATS))
+def test_a_str_subclass_holding_a_lone_surrogate_is_a_decode_error_too(fmt: str) -> None:
+    data = [{"role": _Label("user"), "content": _Label(f"hi {LONE}")}]
+    _raises_at(fmt, data, "$[0].content")

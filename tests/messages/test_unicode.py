@@ -212,3 +212,24 @@ def test_a_lone_surrogate_in_any_string_of_a_message_is_named_by_dumps(
     with pytest.raises(tether.UserError) as info:
         tether.dumps_message(broken)
     assert path in str(info.value)
+
+
+def test_tool_call_arguments_holding_a_lone_surrogate_are_not_a_json_object() -> None:
+    call = ToolCall("c1", "f", '{"x": "\ud800"}')  # what json.loads makes of a client's escape
+    assert call.truncated
+    with pytest.raises(tether.DecodeError, match="lone surrogate"):
+        call.args()
+
+
+def test_history_checks_report_a_call_with_lone_surrogate_arguments_as_truncated() -> None:
+    history = [
+        user("hi"),
+        assistant(ToolCall("c1", "f", '{"x": "\ud800"}')),
+        tool(ToolResult("c1", "f", (Text("ok"),))),
+    ]
+    assert tether.check_history(history) == []  # paired: only its arguments are unusable
+    messages, repair = tether.normalize_history(history)
+    assert messages == history
+    assert [(r.message, r.call_id) for r in repair.truncated] == [(1, "c1")]
+    _, report = tether.sanitize_history(history)
+    assert [(r.message, r.call_id) for r in report.repair.truncated] == [(1, "c1")]

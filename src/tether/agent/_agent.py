@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
@@ -38,6 +39,10 @@ _D = TypeVar("_D")
 _O = TypeVar("_O")
 InstructionsFn = Callable[[RunContext[Any]], str | Awaitable[str | None] | None]
 DEFAULT_APPROVAL_TTL = timedelta(hours=24)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _takes_context(fn: Callable[..., Any]) -> bool:
@@ -181,10 +186,10 @@ class Agent(Generic[Deps, Output]):
         telemetry: Telemetry | None = None,
         compaction: Compaction | None = None,
     ) -> None:
-        if max_steps < 1:
-            raise UserError(f"max_steps must be at least 1, got {max_steps}")
-        if retries < 0:
-            raise UserError(f"retries must be 0 or more, got {retries}")
+        if not _is_int(max_steps) or max_steps < 1:
+            raise UserError(f"max_steps must be an int of at least 1, got {max_steps!r}")
+        if not _is_int(retries) or retries < 0:
+            raise UserError(f"retries must be an int of 0 or more, got {retries!r}")
         self.model: Model = infer_model(model)
         if name is not None and (not isinstance(name, str) or not name):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UserError(f"name must be a non-empty string, got {name!r}")
@@ -204,9 +209,15 @@ class Agent(Generic[Deps, Output]):
         if secret is not None and len(secret) < 16:
             raise UserError("approval_secret must be at least 16 bytes")
         self._secret = secret
-        ttl = approval_ttl.total_seconds() if isinstance(approval_ttl, timedelta) else float(approval_ttl)
-        if not ttl > 0:
-            raise UserError(f"approval_ttl must be positive, got {approval_ttl!r}")
+        given_ttl = cast(object, approval_ttl)
+        if isinstance(given_ttl, timedelta):
+            ttl = given_ttl.total_seconds()
+        elif isinstance(given_ttl, int | float) and not isinstance(given_ttl, bool):
+            ttl = float(given_ttl)
+        else:
+            raise UserError(f"approval_ttl must be a timedelta or seconds, not {type(given_ttl).__name__}")
+        if not (ttl > 0 and math.isfinite(ttl)):
+            raise UserError(f"approval_ttl must be a positive, finite time, got {approval_ttl!r}")
         self._approval_ttl = ttl
         if replay_guard is not None and not isinstance(cast(object, replay_guard), ReplayGuard):
             raise UserError(

@@ -28,6 +28,14 @@ def user_message(prompt: Prompt, run_id: str, conversation_id: str) -> Message:
         parts = tuple(Text(p) if isinstance(p, str) else p for p in prompt)
     else:
         raise UserError(f"the prompt must be text or a list of parts, not {type(given).__name__}")
+    for i, part in enumerate(parts):
+        if type(part) is Text and not part.text.isascii():
+            try:
+                part.text.encode()
+            except UnicodeEncodeError as exc:  # no store, no provider could take it
+                raise UserError(
+                    f"the prompt's part {i} is not valid Unicode: a lone surrogate at character {exc.start}"
+                ) from None
     return Message("user", parts, run_id=run_id, conversation_id=conversation_id)
 
 

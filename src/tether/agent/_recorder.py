@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from msgspec.structs import replace
 
@@ -47,7 +47,7 @@ async def settle(work: Awaitable[T], timeout: float) -> T:
             task.cancel()
             if cancelled:
                 raise asyncio.CancelledError
-            raise StoreError(f"the store did not finish the write within {timeout:g} s")
+            raise StoreError(f"the store did not answer within {timeout:g} s (write_timeout)")
         try:
             await asyncio.wait((task,), timeout=remaining)
         except asyncio.CancelledError:
@@ -77,7 +77,8 @@ class CompactedLog:
 @runtime_checkable
 class RunRecorder(Protocol):
     """Where a run's conversation comes from and where what it adds goes. Every method is async;
-    the run awaits each write to its end (``settle``) within ``write_timeout`` seconds."""
+    the run awaits each write, and the open, to its end (``settle``) within ``write_timeout``
+    seconds."""
 
     @property
     def write_timeout(self) -> float: ...
@@ -139,7 +140,8 @@ class StoreRecorder:
       its user did not see).
     - ``keep_unfinished``: a stopped run's partly streamed model turn (``Partial.unfinished``, stop
       reason ``"canceled"``) is stored too (the default: the user saw it).
-    - ``write_timeout``: seconds a write may take before the run gives up on it.
+    - ``write_timeout``: seconds a write (or the open of the conversation) may take before the
+      run gives up on it.
     """
 
     def __init__(
@@ -161,7 +163,12 @@ class StoreRecorder:
             raise UserError(f"on_conflict must be 'fail' or 'fork', not {on_conflict!r}")
         if at_version is not None and (type(at_version) is not int or at_version < 0):
             raise UserError(f"at_version must be an int >= 0, not {at_version!r}")
-        if not write_timeout > 0:
+        given_timeout = cast(object, write_timeout)
+        if (
+            not isinstance(given_timeout, int | float)
+            or isinstance(given_timeout, bool)
+            or not given_timeout > 0
+        ):
             raise UserError(f"write_timeout must be a positive number of seconds, not {write_timeout!r}")
         self.store = store
         self.owner = owner

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -31,6 +32,7 @@ from tether.errors import (
     RunError,
     RunStage,
     StoreError,
+    UserError,
 )
 from tether.history import close_calls, normalize_history
 from tether.messages import Message, new_id
@@ -137,6 +139,10 @@ class Run:
         self.compaction: RunCompaction | None = None
         """The run's compaction (``Agent(compaction=...)``); ``None``: none, no work per step."""
         self._view: Sequence[Message] | None = None
+        self._opened: Sequence[Message] | None = None
+        """The history as opened (the recorder's, or the supplied one), once known."""
+        self._prompt_pending = prompt is not None and deferred is None
+        """The prompt is not in the run yet: a stop before it is added still keeps it."""
         if cfg.compaction is not None:
             self.compaction = RunCompaction(cfg.compaction, cfg.model, cfg.settings)
             if cfg.compaction.recall and RECALL_TOOL not in cfg.tools:
@@ -189,6 +195,7 @@ class Run:
         """The evidence of a cancelled run, recorded (shielded, bounded) when there is a recorder;
         and a note when it could not be stored."""
         state = self.state
+        self._keep_prompt()
         unfinished = state.unfinished(*self._stamp)
         partial = state.partial(stopped=True, unfinished=unfinished)
         if self.recorder is None or not (state.unrecorded() or unfinished is not None):
@@ -203,6 +210,24 @@ class Run:
         if state.conversation_id != moved:
             partial = state.partial(stopped=True, unfinished=state.unfinished(*self._stamp))
         return partial, note
+
+    def _keep_prompt(self) -> None:
+        """A run stopped while its conversation was opened or its history processed has not added
+        its prompt yet: add it after the history as opened, so a stop keeps what the user said."""
+        if not self._prompt_pending or self._opened is None or self.prompt is None:
+            return
+        try:
+            user = self._user(self.prompt)
+        except UserError:  # a prompt the run would have refused: nothing of it to keep
+            return
+        if not self.state.messages:
+            self.state.start(list(self._opened))
+        self._prompt_pending = False
+        self.add(user)
+
+    def _add_prompt(self, prompt: Prompt) -> None:
+        self._prompt_pending = False
+        self.add(self._user(prompt))
 
     async def _record_failure(self, error: RunError) -> None:
         """Store a failed run's evidence; a failure before anything completed stores nothing, so
@@ -275,7 +300,7 @@ class Run:
     async def _execute(self) -> tuple[Any, Deferred | None]:
         pending_turn = await self._prepare()
         if self.prompt is not None and pending_turn is None:
-            self.add(self._user(self.prompt))
+            self._add_prompt(self.prompt)
         await self._resolve_instructions()
         if pending_turn is not None:
             output = await self._resume_deferred(pending_turn)
@@ -316,14 +341,14 @@ class Run:
         history = self.supplied
         opened: CompactedLog | None = None
         if self.recorder is not None:
-            repair = self.prompt is not None and self.deferred_in is None
-            if self.compaction is not None:
-                opened = await self.recorder.open_compacted(repair=repair)
-                state.conversation_id, history = opened.conversation_id, opened.history
-            else:
-                state.conversation_id, history = await self.recorder.open(repair=repair)
-        elif not state.conversation_id:
-            state.conversation_id = new_id()
+            # settled: an open may write (a tail closure), and a stop during it must know the
+            # conversation's version to keep the prompt after it
+            opened = await settle(self._open(self.recorder), self.recorder.write_timeout)
+            history = opened.history
+        else:
+            if not state.conversation_id:
+                state.conversation_id = new_id()
+            self._opened = history
         kept = True  # the history processor kept the history as it was
         if cfg.history_processor is not None:
             given, before = len(history), history
@@ -370,6 +395,18 @@ class Run:
                 recorder=self.recorder,
             )
         return pending_turn
+
+    async def _open(self, recorder: RunRecorder) -> CompactedLog:
+        """Open the recorder's conversation and keep what it gave on the run (even when the run is
+        stopped meanwhile: ``settle`` finishes this first)."""
+        repair = self.prompt is not None and self.deferred_in is None
+        if self.compaction is not None:
+            opened = await recorder.open_compacted(repair=repair)
+        else:
+            cid, history = await recorder.open(repair=repair)
+            opened = CompactedLog(cid, history)
+        self.state.conversation_id, self._opened = opened.conversation_id, opened.history
+        return opened
 
     async def _resolve_instructions(self) -> None:
         parts: list[str] = []
@@ -516,7 +553,7 @@ class Run:
         if not gated:
             return None
         pause_id = new_id()
-        expires_at = int(time.time() + self.cfg.approval_ttl) if secret is not None else None
+        expires_at = math.ceil(time.time() + self.cfg.approval_ttl) if secret is not None else None
         digest = turn_digest(turn) if secret is not None else ""
         pending: list[PendingCall] = []
         for call, tool in gated:

@@ -73,8 +73,9 @@ def check_text(text: str) -> None:
 
 
 def _walked(value: object) -> bool:
-    """Strings are checked, arrays and objects walked; other values need nothing."""
-    return type(value) is str or isinstance(value, Mapping | list | tuple)
+    """Strings (``str`` subclasses too) are checked, arrays and objects walked; other values
+    need nothing."""
+    return isinstance(value, str | Mapping | list | tuple)
 
 
 def check_json(value: object) -> None:
@@ -83,7 +84,7 @@ def check_json(value: object) -> None:
     stack: list[tuple[object, int, _Node | None]] = [(value, 0, None)]
     while stack:
         item, depth, node = stack.pop()
-        if type(item) is str:
+        if isinstance(item, str):
             at = _surrogate_at(item)
             if at is not None:
                 raise _unicode_error(item, at, "the string", _path(node))

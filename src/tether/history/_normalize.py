@@ -219,7 +219,7 @@ def repair_pairing(msgs: Sequence[Message]) -> tuple[list[Message], HistoryRepai
                 continue
             try:
                 check_arguments(part.arguments)
-            except (msgspec.DecodeError, RecursionError):  # exactly ToolCall.truncated
+            except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):  # = ToolCall.truncated
                 truncated.append(CallRef(i, part.id, part.name))
             cid = part.id
             if not cid:

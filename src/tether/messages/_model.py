@@ -104,10 +104,11 @@ class ToolCall(_Part, frozen=True, tag="tool-call"):
 
     @property
     def truncated(self) -> bool:
-        """True when ``arguments`` is not a valid JSON object."""
+        """True when ``arguments`` is not a valid JSON object (text holding a lone surrogate,
+        which no JSON encoding carries, is not one either)."""
         try:
             _json_object_checker.decode(self.arguments)
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
             return True
         return False
 
@@ -117,6 +118,8 @@ class ToolCall(_Part, frozen=True, tag="tool-call"):
             return _json_object_decoder.decode(self.arguments)
         except (msgspec.DecodeError, RecursionError) as exc:
             problem = str(exc)
+        except UnicodeEncodeError as exc:
+            problem = f"a lone surrogate at character {exc.start} is not valid Unicode"
         if not self.truncated:  # valid JSON msgspec cannot hold (e.g. 1e400): agree with .truncated
             try:
                 value = json.loads(self.arguments)
