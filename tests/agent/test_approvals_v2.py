@@ -1,6 +1,6 @@
 """Approval tokens v2: the pause is signed. A token covers its pause, its call and the whole pending
 turn (every call's id, name and exact arguments), expires, and is single-use through a replay
-guard: in memory per agent by default, or any store to cover several processes."""
+guard: in memory, shared by the agents of a process, by default, or any store to cover several processes."""
 
 from __future__ import annotations
 
@@ -70,6 +70,17 @@ async def test_the_same_decisions_run_the_approved_tool_once() -> None:
     with pytest.raises(ApprovalError, match="used before") as info:
         await agent.run(history=history, deferred=decisions)
     assert info.value.stage == "approval"
+    assert ran == ["transfer 5 bob"]
+
+
+async def test_a_replay_to_another_agent_of_the_same_process_is_refused() -> None:
+    """An application that builds its agent per request: the default guard is the process's."""
+    script = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "paid")
+    first, decisions = await _paused(_agent(script))
+    history = loads(dumps(first.messages))
+    await _agent(script).run(history=history, deferred=decisions)
+    with pytest.raises(ApprovalError, match="used before"):
+        await _agent(Script("again")).run(history=history, deferred=decisions)
     assert ran == ["transfer 5 bob"]
 
 
@@ -181,7 +192,7 @@ async def test_the_memory_guard_is_bounded_and_forgets_expired_claims() -> None:
 
 
 async def test_a_store_as_replay_guard_covers_two_agents(store: Store) -> None:
-    """Two processes share a database: each agent has its own memory, the store remembers."""
+    """Two processes share a database: the store remembers (neither agent uses the memory of its process)."""
     script_a = Script(calls(("c1", "transfer", '{"amount": 5, "to": "bob"}')), "paid")
     agent_a = _agent(script_a, replay_guard=store)
     first, decisions = await _paused(agent_a)

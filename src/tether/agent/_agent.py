@@ -14,7 +14,7 @@ from tether.messages import Message
 from tether.models import Model, ModelSettings, infer_model
 from tether.telemetry import Telemetry, run_trace
 
-from ._approvals import DeferredResults, MemoryReplayGuard, ReplayGuard
+from ._approvals import DeferredResults, ReplayGuard, process_replay_guard
 from ._compact_now import compact_now
 from ._compaction import Prepared
 from ._compaction_config import Compaction
@@ -66,8 +66,9 @@ class Agent(Generic[Deps, Output]):
     ``history_processor(history, ctx)`` runs once per run on the supplied history. ``max_steps``
     bounds the model requests of a run; ``retries`` bounds consecutive invalid calls of one tool
     (and invalid outputs). ``approval_secret`` signs every pause (v2 tokens, see ADR 0011); its
-    tokens expire after ``approval_ttl`` and are single-use through ``replay_guard`` (by default a
-    bounded in-memory guard of this agent; pass a store to cover several processes).
+    tokens expire after ``approval_ttl`` and are single-use through ``replay_guard`` (by default one
+    bounded in-memory guard shared by every agent of the process; pass a store to cover several
+    processes).
     ``accept_truncated`` returns a text answer cut at the token limit (``result.stop_reason ==
     "length"``) instead of failing the run with ``ModelError``. ``name`` names the agent in
     telemetry (``gen_ai.agent.name``; default: the model's name); ``telemetry`` sets where this
@@ -224,7 +225,7 @@ class Agent(Generic[Deps, Output]):
                 "replay_guard must have an async claim_token(digest, expires_at) method (any tether "
                 f"store has one), not {type(replay_guard).__name__}"
             )
-        self._replay_guard: ReplayGuard = replay_guard if replay_guard is not None else MemoryReplayGuard()
+        self._replay_guard: ReplayGuard = replay_guard if replay_guard is not None else process_replay_guard()
         self.accept_truncated = accept_truncated
         try:
             self._output: OutputSpec[Any] = OutputSpec(output_type)

@@ -19,6 +19,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -149,9 +150,10 @@ class ReplayGuard(Protocol):
 
 
 class MemoryReplayGuard:
-    """A bounded in-process replay guard (the default of every ``Agent``).
+    """A bounded in-process replay guard. One instance, shared by every ``Agent`` of the
+    process that is given no ``replay_guard``, is the default, so a replay to any agent of the same process is refused.
 
-    Holds at most ``max_entries`` unexpired keys; beyond that the oldest claims are forgotten
+    Safe to share between event loops in several threads. Holds at most ``max_entries`` unexpired keys; beyond that the oldest claims are forgotten
     (each needs a genuine paused run to exist, so flooding it is costly; use a store as guard
     when that matters or when several processes serve one agent).
     """
@@ -160,8 +162,13 @@ class MemoryReplayGuard:
         self._max = max_entries
         self._clock = clock
         self._used: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
 
     async def claim_token(self, digest: str, expires_at: float) -> bool:
+        with self._lock:  # nothing awaits inside: the lock only orders threads
+            return self._claim(digest, expires_at)
+
+    def _claim(self, digest: str, expires_at: float) -> bool:
         now = float(self._clock())
         while self._used:
             oldest, until = next(iter(self._used.items()))
@@ -173,6 +180,14 @@ class MemoryReplayGuard:
             return False
         self._used[digest] = expires_at
         return True
+
+
+_PROCESS_GUARD = MemoryReplayGuard()
+
+
+def process_replay_guard() -> MemoryReplayGuard:
+    """The replay guard every ``Agent`` without a ``replay_guard`` shares (one per process)."""
+    return _PROCESS_GUARD
 
 
 @dataclass(frozen=True, slots=True)
