@@ -258,6 +258,42 @@ async def test_a_summary_cut_at_its_token_limit_is_kept_and_reported() -> None:
     assert prepared.report.line().endswith("(the summary was cut at its token limit)")
 
 
+async def test_a_summary_far_over_its_token_limit_is_a_failure_and_the_view_still_shrinks() -> None:
+    """A summarizer that ignores ``max_tokens`` (a local model, a function) would make the view
+    larger than the log it stands for, and the request would pass the window: it is a failure,
+    the fallbacks run, and no record is made."""
+    asked: list[int | None] = []
+
+    def verbose(messages: Sequence[Message], info: FunctionInfo) -> str:
+        asked.append(info.settings.max_tokens if info.settings is not None else None)
+        return "Task: migrate DEP-4471. " + "and more detail " * 5_000
+
+    cfg = Compaction(summarizer=FunctionModel(verbose), strategies=("summarize",), summary_tokens=500)
+    compactor = Compactor(cfg, _agent_model(), conversation_id="c")
+    history, _ = task_conversation(301)
+    before = approximate_counter()
+    prepared = await compactor.prepare(history, window=WINDOW)
+    assert asked == [500]
+    assert prepared.record is None
+    report = prepared.report
+    assert report is not None
+    assert report.fallback
+    assert report.error is not None
+    assert re.fullmatch(
+        r"the summary was [\d,]+ tokens, more than 2 times summary_tokens \(500\)", report.error
+    )
+    assert "summarize" not in report.steps
+    view = list(prepared.messages)
+    assert sum(before(m) for m in view) <= report.limit < sum(before(m) for m in history)
+    assert check_history(view) == []
+    # a summary within twice its limit (about 930 tokens: the counter is approximate) is kept
+    fair = Compaction(
+        summarizer=FunctionModel(lambda m, i: "word " * 550), strategies=("summarize",), summary_tokens=500
+    )
+    kept = await Compactor(fair, _agent_model(), conversation_id="c").prepare(history, window=WINDOW)
+    assert kept.record is not None
+
+
 # -- forced, background, passed back in ---------------------------------------------------------------------
 async def test_forced_compaction_summarizes_all_but_the_newest_turn() -> None:
     summaries = Summaries()

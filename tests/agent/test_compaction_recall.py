@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tether import Agent, Message, ToolCall, assistant
+from tether import Agent, Message, ToolCall, assistant, user
 from tether.agent import Compaction, Compactor, recall_tool
 from tether.history import check_history
 from tether.models.testing import FunctionInfo, FunctionModel
@@ -89,8 +89,33 @@ async def test_recall_answers_are_bounded() -> None:
     text = await _recall(tool, "settings connection service backoff latency", limit=8)
     hits = text.count("--- message ")
     assert hits == 8
-    assert len(text) <= 1_000 + 120 * (hits + 1)
+    assert len(text) <= 1_000  # headers and excerpts together
     assert "[characters " in text  # long originals come as excerpts, and say which part
+
+
+async def test_recall_answers_stay_within_max_chars_whatever_the_query_and_limit() -> None:
+    """The model chooses the query and the limit: a huge query is not echoed back whole, and
+    neither it nor a limit out of range takes the answer past its bound."""
+    long_text = "alpha " * 20_000
+    messages = [
+        user(f"alpha beta {i} " + long_text) if i % 2 == 0 else assistant(f"alpha gamma {i} " + long_text)
+        for i in range(40)
+    ]
+
+    async def load() -> list[Message]:
+        return messages
+
+    tool = recall_tool(load, max_chars=2_000)
+    for query, limit in (("alpha", 100), ("alpha", -3), ("alpha beta 7", 8), ("x" * 100_000, 5)):
+        text = await _recall(tool, query, limit=limit)
+        assert len(text) <= 2_000, (query[:20], limit, len(text))
+    found = await _recall(tool, "alpha beta 38", limit=8)
+    assert found.count("--- message ") == 8
+    assert "--- message 38 (user) ---" in found
+    assert "beta 38" in found.split("--- message 38 (user) ---")[1]  # the match stays in the excerpt
+    missed = await _recall(tool, "zeta " * 20_000)
+    assert missed.startswith("No message among the 40 searched matches 'zeta zeta")
+    assert "(100,000 characters)" in missed
 
 
 async def test_recall_is_an_ordinary_tool_an_agent_can_call() -> None:

@@ -7,7 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tests.serve.scripted import SlowWords, tools
 
 from tether.agent import UNKNOWN_OUTCOME_TEXT, Agent
@@ -15,6 +20,7 @@ from tether.messages import Message, Text, ToolCall, user
 from tether.serve import Caller, RunManager
 from tether.stores import MemoryStore
 from tether.stores._events_memory import MemoryEventLog
+from tether.telemetry import Telemetry
 
 
 def _manager(store: MemoryStore, log: MemoryEventLog, words: int = 5, delay: float = 0.0) -> RunManager:
@@ -111,3 +117,58 @@ async def test_a_run_taken_over_while_running_stops_without_writing_more() -> No
     events = await log.read("alice", run.run_id)
     assert json.loads(events[-1].data)["type"] == "run.interrupted"
     assert sum(json.loads(e.data)["type"] == "text.delta" for e in events) < 200
+
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = "00f067aa0ba902b7"
+
+
+async def _traced_run(headers: dict[str, str], telemetry: Telemetry | None) -> list[dict[str, Any]]:
+    """The events of one run started by a request with ``headers``."""
+    store, log = MemoryStore(), MemoryEventLog()
+    agent = Agent(SlowWords(words=3), tools=tools(), approval_secret=b"x" * 32, telemetry=telemetry)
+    manager = RunManager(store=store, events=log, agent=agent, heartbeat_interval=0.05, stale_after=1.0)
+    await manager.open()
+    try:
+        cid = await store.create("alice")
+        run = await manager.start(Caller("alice", headers), cid, "hello")
+
+        async def done() -> bool:
+            return (await log.get_run("alice", run.run_id)).status == "completed"
+
+        await _until(done)
+    finally:
+        await manager.close()
+    return [json.loads(e.data) for e in await log.read("alice", run.run_id)]
+
+
+async def test_a_run_continues_the_trace_of_the_request_that_started_it_and_its_events_carry_the_id() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = Telemetry(tracer_provider=provider)
+    events = await _traced_run({"traceparent": f"00-{TRACE}-{PARENT}-01"}, telemetry)
+    (span,) = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert trace.format_trace_id(span.context.trace_id) == TRACE
+    assert span.parent is not None
+    assert trace.format_span_id(span.parent.span_id) == PARENT
+    assert (events[0]["type"], events[-1]["type"]) == ("run.started", "run.completed")
+    assert {e.get("trace_id") for e in events} == {TRACE}
+
+    # a malformed traceparent starts a new trace; the events carry that one
+    exporter.clear()
+    events = await _traced_run({"traceparent": f"00-{TRACE}-{PARENT}-01-garbage\x00"}, telemetry)
+    (span,) = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert span.parent is None
+    fresh = trace.format_trace_id(span.context.trace_id)
+    assert fresh != TRACE
+    assert "trace_id" not in events[0]  # run.started is written before the run span exists
+    assert {e.get("trace_id") for e in events[1:]} == {fresh}
+    provider.shutdown()
+
+
+async def test_without_telemetry_the_incoming_trace_id_still_goes_on_the_events() -> None:
+    events = await _traced_run({"traceparent": f"00-{TRACE}-{PARENT}-01"}, Telemetry(enabled=False))
+    assert {e.get("trace_id") for e in events} == {TRACE}
+    plain = await _traced_run({}, Telemetry(enabled=False))
+    assert all("trace_id" not in e for e in plain)

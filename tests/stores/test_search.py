@@ -137,6 +137,65 @@ async def test_bad_search_arguments_are_named(store: Store, kwargs: dict[str, ob
         await store.search(ALICE, **kwargs)  # type: ignore[arg-type]
 
 
+HOSTILE = [
+    'a"b',
+    '"unterminated',
+    "NEAR(",
+    "NEAR(deploy gate, 2)",
+    "deploy*",
+    "-deploy",
+    "deploy OR",
+    "OR AND NOT",
+    "(deploy",
+    "role:user",
+    "body:deploy",
+    "deploy & gate | !x <-> y:*",
+    "'); DROP TABLE tether_messages; --",
+    "deploy\x00gate",
+    "deploy\x01\x1b\x7f",
+    "x" * 100_000,
+    "DEP-4471 " * 20_000,
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=range(len(HOSTILE)))
+async def test_hostile_queries_search_as_words_and_never_reach_the_database_as_syntax(
+    store: Store, query: str
+) -> None:
+    """FTS5 and tsquery syntax, NUL and control characters, huge queries: each word is searched
+    as written; nothing is parsed as query syntax and nothing fails in the database."""
+    await _fill(store)
+    found = await store.search(ALICE, query)
+    assert all(h.conversation_id in ("deploy", "config", "lunch") for h in found.hits)
+    assert all(h.score > 0 for h in found.hits)
+
+
+async def test_nul_separates_words(store: Store) -> None:
+    await _fill(store)
+    assert ("deploy", 1) in _where(await store.search(ALICE, "DEP-4471\x00Why"))
+
+
+@pytest.mark.parametrize(
+    ("query", "match"),
+    [
+        ("_", "has no word"),
+        ('" * - ( )', "has no word"),
+        ("__ %_ ...", "has no word"),
+        ("\x00", "has no word"),
+        ("deploy\ud800", "not valid Unicode"),
+        ("\udcff", "not valid Unicode"),
+    ],
+)
+async def test_queries_without_a_word_or_with_lone_surrogates_are_user_errors(
+    store: Store, query: str, match: str
+) -> None:
+    """A word is what holds a letter or digit (``_`` alone is not one anywhere); a lone surrogate
+    (undecodable command-line bytes) cannot reach a database."""
+    await _fill(store)
+    with pytest.raises(UserError, match=match):
+        await store.search(ALICE, query)
+
+
 # -- the index on disk -------------------------------------------------------------------------------------
 @durable
 async def test_a_database_indexed_before_search_existed_is_indexed_by_its_first_search(

@@ -7,9 +7,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from tether import Image, Message, ToolCall, UserError, assistant, user
-from tether.agent import Agent
+from tether import (
+    Image,
+    Message,
+    ModelHTTPError,
+    OutputValidationError,
+    ToolCall,
+    ToolError,
+    UserError,
+    assistant,
+    user,
+)
+from tether.agent import Agent, Compaction, Tool
 from tether.models.testing import FunctionInfo, FunctionModel
 from tether.telemetry import CAPTURE_ENV, Telemetry
 
@@ -107,3 +118,92 @@ def test_bad_settings_are_typed_errors() -> None:
         Agent(scripted(), telemetry=object())  # type: ignore[arg-type]
     with pytest.raises(UserError, match="name must be"):
         Agent(scripted(), name="")
+
+
+# -- failures carry no content without the opt-in -----------------------------------------------------------
+SECRET = "p" + "lum-orchard-4471"  # built at run time: a traceback's source lines never show it
+
+
+def _failing_script() -> FunctionModel:
+    """Each prompt fails its run a different way, every failure quoting the conversation."""
+
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> Message | str:
+        last = messages[-1]
+        if last.role != "user":
+            return "done"
+        said = last.text
+        if "EXPLODE" in said:
+            return assistant(ToolCall("k1", "explode", json.dumps({"path": f"/srv/{SECRET}/args"})))
+        if "COUNT" in said:
+            return assistant(ToolCall("o1", "final_result", json.dumps({"count": f"{SECRET}-output"})))
+        raise ModelHTTPError(f"invalid request: {said!r}", status=400, provider="openai", body=said)
+
+    return FunctionModel(reply, name="scripted")
+
+
+def explode(path: str) -> str:
+    raise FileNotFoundError(f"no such file: {path}")
+
+
+class Counted(BaseModel):
+    count: int
+
+
+def _summarizer() -> FunctionModel:
+    def echo(messages: Sequence[Message], info: FunctionInfo) -> str:
+        raise ValueError(f"cannot summarize {messages[-1].text[:300]}")
+
+    return FunctionModel(echo, name="summarizer")
+
+
+async def _fail_every_way(telemetry: Telemetry) -> None:
+    tools = Agent(_failing_script(), tools=[Tool(explode, propagate=True)], telemetry=telemetry)
+    with pytest.raises(ToolError):
+        await tools.run(f"EXPLODE on {SECRET}")
+    output = Agent(_failing_script(), output_type=Counted, retries=0, telemetry=telemetry)
+    with pytest.raises(OutputValidationError):
+        await output.run(f"COUNT {SECRET}")
+    model = Agent(
+        _failing_script(),
+        telemetry=telemetry,
+        compaction=Compaction(summarizer=_summarizer(), window=300, keep_last=1, strategies=("summarize",)),
+    )
+    with pytest.raises(ModelHTTPError):
+        await model.run(
+            f"now {SECRET}", history=[user(f"earlier {SECRET} " + "words " * 200), assistant("ok")]
+        )
+
+
+def _exported(otel: Otel) -> str:
+    return "\n".join(s.to_json() for s in otel.spans())
+
+
+async def test_without_opt_in_failures_record_their_kind_not_the_content_they_quote(otel: Otel) -> None:
+    """A propagating tool's error (what its result would have said), a validation error quoting
+    the model's output, a provider echoing the request, a summarizer failure: the spans say which
+    failure and where, never the words of the conversation."""
+    await _fail_every_way(otel.telemetry())
+    exported = _exported(otel)
+    assert SECRET not in exported
+    runs = otel.named("invoke_agent")
+    assert [s.status.description for s in runs] == [
+        "ToolError (stage tools)",
+        "OutputValidationError (stage output)",
+        "ModelHTTPError: openai HTTP 400 (stage model)",
+    ]
+    tool_span = otel.named("execute_tool explode")[0]
+    event = next(e for e in tool_span.events if e.name == "exception")
+    assert event.attributes is not None
+    assert event.attributes["exception.message"] == "FileNotFoundError"
+    assert "in explode" in str(event.attributes["exception.stacktrace"])  # the frames stay
+    compactions = [e for s in runs for e in s.events if e.name == "tether.history.compact"]
+    assert compactions
+    assert compactions[0].attributes is not None
+    assert compactions[0].attributes["tether.compaction.error"] == "the summarizer failed: ValueError"
+
+
+async def test_with_opt_in_failures_keep_their_messages(otel: Otel) -> None:
+    await _fail_every_way(otel.telemetry(capture_content=True))
+    exported = _exported(otel)
+    for said in (f"/srv/{SECRET}/args", f"{SECRET}-output", f"now {SECRET}"):
+        assert said in exported

@@ -3,9 +3,10 @@ boundary passes done before a run land on its span."""
 
 from __future__ import annotations
 
+import pytest
 from opentelemetry import trace
 
-from tether import assistant, system, user
+from tether import UserError, assistant, system, user
 from tether.agent import Agent
 from tether.history import sanitize_history
 from tether.models.testing import TestModel
@@ -75,6 +76,41 @@ def test_traceparent_parsing_follows_the_w3c_rules() -> None:
         "00-abc-def-01",
     ):
         assert parse_traceparent(bad) is None, bad
+
+
+async def test_malformed_headers_start_a_new_trace_and_never_raise(otel: Otel) -> None:
+    """Entries that are not (name, value) pairs, values of any type, broken and huge
+    traceparents are ignored; a value that is not headers at all is a UserError."""
+    telemetry = otel.telemetry()
+    agent = Agent(TestModel(), telemetry=telemetry)
+    malformed: list[object] = [
+        [("traceparent",)],
+        [("traceparent", HEADER, "x")],
+        [42, None, "traceparent", b"traceparent"],
+        [(1, 2), (None, HEADER), ("traceparent", 7)],
+        {"traceparent": HEADER * 1_000},
+        {"traceparent": "\ud800" + HEADER[1:]},
+        {"traceparent": HEADER + "\x00"},
+        {b"traceparent": b"\xff" * 55, "tracestate": "\x00=\x01,,,=" * 50},
+        {7: HEADER, None: HEADER},
+    ]
+    for headers in malformed:
+        with continue_trace(headers, telemetry=telemetry) as link:  # type: ignore[arg-type]
+            await agent.run("hi")
+        assert not link.remote, headers
+    runs = otel.named("invoke_agent")
+    assert len(runs) == len(malformed)
+    assert all(run.parent is None for run in runs)
+    with continue_trace([("TraceParent", HEADER), ("x",)], telemetry=telemetry) as link:
+        await agent.run("hi")
+    assert link.remote
+    assert link.trace_id == TRACE
+    for wrong in (42, "traceparent", b"headers"):
+        with (
+            pytest.raises(UserError, match="continue_trace needs the request's headers"),
+            continue_trace(wrong, telemetry=telemetry),  # type: ignore[arg-type]
+        ):
+            pass
 
 
 async def test_a_current_span_stays_the_parent(otel: Otel) -> None:

@@ -9,10 +9,11 @@ view no longer shows verbatim (summarized, cut or elided: positions below ``hidd
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tether.errors import UserError
-from tether.history import format_hits, search_messages
+from tether.history import SearchHit, format_hits, search_messages
 from tether.messages import Message
 
 from ._tools import Tool
@@ -20,6 +21,7 @@ from ._tools import Tool
 __all__ = ["MAX_RECALL_RESULTS", "recall_tool"]
 
 MAX_RECALL_RESULTS = 8
+_CUT = "\n[answer cut at its size bound]"
 
 
 def recall_tool(
@@ -63,6 +65,33 @@ def recall_tool(
         hits = search_messages(searched, query, limit=limit, max_chars=per_hit, offset=offset)
         if not hits and not query.strip():
             return "Give a query: words, identifiers or numbers to look for."
-        return format_hits(hits, query=query, searched=count)
+        return bounded_hits(hits, query=query, searched=count, max_chars=max_chars)
 
     return Tool(recall, name=name)
+
+
+def bounded_hits(hits: Sequence[SearchHit], *, query: str, searched: int, max_chars: int) -> str:
+    """``format_hits`` within ``max_chars`` characters: the excerpts are shortened evenly (around
+    their match) until the headers and excerpts fit; a text that still does not fit is cut and
+    says so."""
+    text = format_hits(hits, query=query, searched=searched)
+    for _ in range(4):
+        excess = len(text) - max_chars
+        if excess <= 0 or not hits:
+            return text
+        cut = -(-excess // len(hits))
+        hits = [_shorten(hit, cut) for hit in hits]
+        text = format_hits(hits, query=query, searched=searched)
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - len(_CUT)] + _CUT
+
+
+def _shorten(hit: SearchHit, by: int) -> SearchHit:
+    """``hit`` with ``by`` fewer characters of excerpt: from its end when it starts its message,
+    else a third from its start and the rest from its end (``search_messages`` puts the match at
+    least a third in)."""
+    keep = max(len(hit.excerpt) - by, 0)
+    head = min(by // 3, len(hit.excerpt) - keep) if hit.start else 0
+    start = hit.start + head
+    return replace(hit, excerpt=hit.excerpt[head : head + keep], start=start, end=start + keep)

@@ -1,8 +1,8 @@
 """Writing a summary: the summarizer calls of one compaction, chunk after chunk, under one timeout.
 
-Every failure of the summarizer (it raises, times out, refuses, answers nothing) becomes
-``SummaryFailed`` with a text for the report; the compactor then falls back. A summary cut at its
-token limit is kept and marked ``truncated``.
+Every failure of the summarizer (it raises, times out, refuses, answers nothing, or writes far
+more than its ``max_tokens``) becomes ``SummaryFailed`` with a text for the report; the compactor
+then falls back. A summary cut at its token limit is kept and marked ``truncated``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tether.history import summary_input
+from tether.history import approximate_counter, summary_input
 from tether.messages import Message, Text, Usage
 from tether.models import Model, ModelSettings
 
@@ -21,6 +21,9 @@ from ._compaction_config import SUMMARY_REQUEST, Compaction
 __all__ = ["Plan", "Summary", "SummaryFailed", "write_summary"]
 
 _BAD_STOPS = frozenset({"content_filter", "error"})
+OVERLONG = 2
+"""A summary counted at more than this many times ``summary_tokens`` is a failure (a summarizer
+that ignores its ``max_tokens``); the counter is approximate, so it gets this much slack."""
 
 
 class SummaryFailed(Exception):
@@ -65,6 +68,7 @@ async def write_summary(
     calls = 0
     truncated = False
     settings = ModelSettings(max_tokens=config.summary_tokens)
+    count = config.counter or approximate_counter()
     try:
         async with asyncio.timeout(config.timeout):
             for i, j in plan.chunks:
@@ -85,6 +89,13 @@ async def write_summary(
                     raise SummaryFailed(f"the summarizer stopped with {response.stop_reason!r}")
                 if not summary:
                     raise SummaryFailed("the summarizer returned no text")
+                size = count(Message("user", (Text(summary),)))
+                if size > OVERLONG * config.summary_tokens:
+                    # it ignored max_tokens: adopted, it could make the view larger than the log
+                    raise SummaryFailed(
+                        f"the summary was {size:,} tokens, more than {OVERLONG} times summary_tokens "
+                        f"({config.summary_tokens:,})"
+                    )
                 # a summary cut at summary_tokens still stands for its messages: kept, reported
                 truncated = truncated or response.stop_reason == "length"
                 previous = summary

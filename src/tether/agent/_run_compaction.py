@@ -65,8 +65,18 @@ def report_attributes(report: CompactionReport) -> dict[str, Any]:
         "tether.compaction.summarizer_calls": report.summarizer_calls,
     }
     if report.error is not None:
-        attributes["tether.compaction.error"] = report.error[:200]
+        attributes["tether.compaction.error"] = error_kind(report.error)
     return attributes
+
+
+def error_kind(error: str) -> str:
+    """A report's error without the summarizer's own message, which may quote the conversation
+    it was given (a provider echoing its request): ``the summarizer failed: ModelHTTPError``.
+    The other errors are tether's own words (timed out, stopped with, returned no text)."""
+    head, sep, rest = error.partition(": ")
+    if head == "the summarizer failed" and sep:
+        return f"{head}: {rest.partition(':')[0]}"[:200]
+    return error[:200]
 
 
 class RunCompaction:

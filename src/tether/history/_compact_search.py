@@ -27,6 +27,7 @@ _TERM = re.compile(r"\w(?:[\w./:@#+-]*\w)?")
 _SPACE = re.compile(r"\s+")
 MAX_TERMS = 32
 MAX_QUERY_CHARS = 1_000
+ECHO_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +108,21 @@ def search_messages(
     return hits
 
 
+def _echo(query: str) -> str:
+    """The query as the header repeats it: at most ``ECHO_CHARS`` characters of it."""
+    if len(query) <= ECHO_CHARS:
+        return repr(query)
+    return f"{query[:ECHO_CHARS]!r}… ({len(query):,} characters)"
+
+
 def format_hits(hits: Sequence[SearchHit], *, query: str, searched: int) -> str:
-    """Hits as text for a model: a header line, then each hit with its position and, when the
-    excerpt is part of a longer message, which characters it shows."""
+    """Hits as text for a model: a header line (repeating at most the first 200 characters of the
+    query), then each hit with its position and, when the excerpt is part of a longer message,
+    which characters it shows."""
+    shown = _echo(query)
     if not hits:
-        return f"No message among the {searched:,} searched matches {query!r}."
-    lines = [f"{len(hits)} of the {searched:,} searched messages match {query!r}, best first:"]
+        return f"No message among the {searched:,} searched matches {shown}."
+    lines = [f"{len(hits)} of the {searched:,} searched messages match {shown}, best first:"]
     for hit in hits:
         lines.append("")
         lines.append(f"--- message {hit.position} ({hit.role}) ---")

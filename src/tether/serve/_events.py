@@ -32,10 +32,18 @@ __all__ = [
     "encode_agent_event",
     "encode_event",
     "event_type",
+    "traced",
 ]
 
 
-class _Base(msgspec.Struct, frozen=True, tag_field="type"):
+class _Traced(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    trace_id: str | None = None
+    """The W3C trace id (32 hex digits) of the request that started or resumed the run, when it
+    sent a valid ``traceparent`` or the service's telemetry is on: joins the event to the run's
+    spans. Absent otherwise."""
+
+
+class _Base(_Traced, frozen=True, tag_field="type"):
     run_id: str
     conversation_id: str
 
@@ -184,29 +192,37 @@ def event_type(data: bytes) -> str:
     return _type_decoder.decode(data).type
 
 
-def encode_agent_event(event: Event) -> bytes | None:
-    """A streamed agent event as stored JSON; ``None`` for ``RunCompleted`` (the run manager
-    writes the run's last event itself)."""
+def traced(event: EventOut, trace_id: str | None) -> EventOut:
+    """``event`` with the run's trace id (unchanged when there is none)."""
+    return event if trace_id is None else msgspec.structs.replace(event, trace_id=trace_id)
+
+
+def encode_agent_event(event: Event, trace_id: str | None = None) -> bytes | None:
+    """A streamed agent event as stored JSON, with the run's ``trace_id`` when it has one;
+    ``None`` for ``RunCompleted`` (the run manager writes the run's last event itself)."""
+    out = _agent_event(event)
+    return None if out is None else _encoder.encode(traced(out, trace_id))
+
+
+def _agent_event(event: Event) -> EventOut | None:
     r, c = event.run_id, event.conversation_id
     kind = type(event)
     if kind is TextEvent:
         assert isinstance(event, TextEvent)
-        return _encoder.encode(TextDeltaEvent(r, c, event.step, event.index, event.text))
+        return TextDeltaEvent(r, c, event.step, event.index, event.text)
     if kind is ReasoningEvent:
         assert isinstance(event, ReasoningEvent)
-        return _encoder.encode(ReasoningDeltaEvent(r, c, event.step, event.index, event.text))
+        return ReasoningDeltaEvent(r, c, event.step, event.index, event.text)
     if kind is ToolCallDeltaEvent:
         assert isinstance(event, ToolCallDeltaEvent)
-        return _encoder.encode(
-            ToolDeltaEvent(r, c, event.step, event.index, event.id, event.name, event.arguments)
-        )
+        return ToolDeltaEvent(r, c, event.step, event.index, event.id, event.name, event.arguments)
     if kind is MessageCompleted:
         assert isinstance(event, MessageCompleted)
-        return _encoder.encode(MessageCompletedEvent(r, c, event.message))
+        return MessageCompletedEvent(r, c, event.message)
     if kind is ToolCallStarted:
         assert isinstance(event, ToolCallStarted)
-        return _encoder.encode(ToolStartedEvent(r, c, event.call))
+        return ToolStartedEvent(r, c, event.call)
     if kind is ToolCallFinished:
         assert isinstance(event, ToolCallFinished)
-        return _encoder.encode(ToolFinishedEvent(r, c, event.call, event.result))
+        return ToolFinishedEvent(r, c, event.call, event.result)
     return None

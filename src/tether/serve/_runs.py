@@ -42,6 +42,7 @@ from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreE
 from tether.messages import ToolCall, new_id
 from tether.stores import Store
 from tether.stores._events import EventLog, RunRecord, RunStatus
+from tether.telemetry import TraceLink, continue_trace, parse_traceparent
 
 from ._errors import ApiError
 from ._events import ErrorInfo as EventError
@@ -57,6 +58,7 @@ from ._events import (
     RunStartedEvent,
     encode_agent_event,
     encode_event,
+    traced,
 )
 from ._schemas import DecisionsIn
 
@@ -104,6 +106,13 @@ def decode_pause(data: bytes) -> StoredPause:
 def public_calls(pause: StoredPause) -> list[PendingCall]:
     """The pending calls as a client sees them: no tokens."""
     return [PendingCall(c.call.id or "", c.call.name, c.call.arguments, c.kind) for c in pause.calls]
+
+
+def _incoming(caller: Caller) -> str | None:
+    """The trace id of the caller's valid ``traceparent`` (the events written before the run
+    span exists carry it), else ``None``."""
+    parsed = parse_traceparent(caller.headers.get("traceparent"))
+    return parsed[0] if parsed is not None else None
 
 
 def _jsonable(value: Any) -> Any:
@@ -259,7 +268,7 @@ class RunManager:
                 "end, or cancel one",
             )
         run_id = new_id()
-        first = encode_event(RunStartedEvent(run_id, conversation_id, prompt))
+        first = encode_event(traced(RunStartedEvent(run_id, conversation_id, prompt), _incoming(caller)))
         record = await self.events.start_run(caller.owner, conversation_id, run_id, self.process_id, first)
         self._launch(record, prompt, None, self._context(caller), extra_tools)
         return record
@@ -274,7 +283,9 @@ class RunManager:
     ) -> None:
         run_id = record.run_id
         tools = [*self.agent.tools, *extra_tools] if extra_tools else None
-        task = asyncio.create_task(self._drive(record, prompt, deferred, tools), name=f"tether-run-{run_id}")
+        task = asyncio.create_task(
+            self._drive(record, prompt, deferred, tools, context), name=f"tether-run-{run_id}"
+        )
         self._tasks[run_id] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -303,6 +314,21 @@ class RunManager:
         prompt: str | None,
         deferred: DeferredResults | None,
         tools: list[Tool[Any]] | None = None,
+        context: Mapping[str, str] | None = None,
+    ) -> None:
+        """Run the agent inside the trace of the request that started the run (its W3C
+        ``traceparent``, kept in ``context``): the run span continues it and every event the run
+        writes carries its trace id."""
+        with continue_trace(context, telemetry=self.agent.telemetry) as link:
+            await self._drive_traced(record, prompt, deferred, tools, link)
+
+    async def _drive_traced(
+        self,
+        record: RunRecord,
+        prompt: str | None,
+        deferred: DeferredResults | None,
+        tools: list[Tool[Any]] | None,
+        link: TraceLink,
     ) -> None:
         run_id, cid, owner = record.run_id, record.conversation_id, record.owner
         me = asyncio.current_task()
@@ -333,7 +359,7 @@ class RunManager:
                     if isinstance(event, RunCompleted):
                         result = event.result
                     else:
-                        data = encode_agent_event(event)
+                        data = encode_agent_event(event, link.trace_id)
                         if data is not None:
                             writer.add(data)
             if result is None:
@@ -375,7 +401,7 @@ class RunManager:
             status = "failed"
         try:
             await writer.finish(
-                [encode_event(final)],
+                [encode_event(traced(final, link.trace_id))],
                 status,
                 pause.pause_id if pause is not None else None,
                 _encoder.encode(pause) if pause is not None else None,
@@ -408,7 +434,8 @@ class RunManager:
         if time.time() > pause.expires_at:
             raise ApiError(409, f"pause {pause.pause_id!r} expired; cancel the run and ask again")
         deferred, summary = _decisions(pause, body)
-        event = encode_event(RunResumedEvent(run_id, record.conversation_id, pause.pause_id, summary))
+        resumed_event = RunResumedEvent(run_id, record.conversation_id, pause.pause_id, summary)
+        event = encode_event(traced(resumed_event, _incoming(caller)))
         before = await self.events.take_over(
             run_id,
             from_status="paused",

@@ -53,13 +53,22 @@ def check_search(
     query: object, limit: object, max_conversations: object, max_bytes: object
 ) -> tuple[list[str], int, int, int]:
     """``search``'s arguments: the query's words (at least one, else ``UserError``; split at
-    white space and kept as written, so an index tokenizes them as it tokenized the messages), the
-    limit (1 to 1,000) and the scan's bounds (at least 1)."""
+    white space and NUL and kept as written, so an index tokenizes them as it tokenized the
+    messages; a word is one with a letter or digit), the limit (1 to 1,000) and the scan's bounds
+    (at least 1). A query that is not valid Unicode (a lone surrogate, e.g. from undecodable
+    command-line bytes) is a ``UserError``: no database can take it."""
     if not isinstance(query, str):
         raise UserError(f"query must be a string, not {show(query)}")
-    if not query_terms(query):
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UserError(
+            f"query holds text that is not valid Unicode (a lone surrogate at character {exc.start})"
+        ) from None
+    head = query[:MAX_QUERY_CHARS].replace("\x00", " ")
+    words = list(dict.fromkeys(w for w in head.split() if any(c.isalnum() for c in w)))
+    if not words or not query_terms(head):
         raise UserError(f"query {show(query)} has no word to search for")
-    words = list(dict.fromkeys(w for w in query[:MAX_QUERY_CHARS].split() if any(c.isalnum() for c in w)))
     terms = words[:MAX_TERMS]
     for name, value in (("limit", limit), ("max_conversations", max_conversations), ("max_bytes", max_bytes)):
         if check_count(value, name) < 1:

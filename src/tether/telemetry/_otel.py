@@ -6,6 +6,7 @@ The API's no-op and proxy providers (nothing configured) resolve to ``None``: te
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from importlib import metadata
@@ -23,9 +24,11 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
+from tether.errors import MaxStepsError, ModelHTTPError, RunError, StoreError
+
 from . import _names as n
 
-__all__ = ["AttributeValue", "Instruments", "Metrics", "mark_error", "resolve"]
+__all__ = ["AttributeValue", "Instruments", "Metrics", "describe", "mark_error", "record_error", "resolve"]
 
 AttributeValue = str | int | float | bool | tuple[str, ...]
 _SCOPE = "tether"
@@ -121,15 +124,66 @@ class Instruments:
             try:
                 yield span
             except BaseException as exc:
-                mark_error(span, exc)
+                mark_error(span, exc, self.capture)
                 raise
 
 
-def mark_error(span: Span, exc: BaseException) -> None:
-    """``error.type``, the status and the exception event (without the traceback's locals)."""
+def describe(exc: BaseException, capture: bool) -> str:
+    """What a span says about a failure. With content capture, the exception's message. Without
+    it, only what cannot quote content: an exception's message may carry the conversation (a
+    validation error quotes the model's output, a propagating tool's error is what its result
+    would have said, a provider may echo the request), so it is the class, a run error's stage,
+    an HTTP error's provider and status; the messages tether writes from ids and counts alone
+    (the step limit, store failures) are kept."""
+    name = type(exc).__qualname__
+    if capture or isinstance(exc, MaxStepsError | StoreError):
+        return str(exc)[:500] or name
+    if isinstance(exc, ModelHTTPError):
+        return f"{name}: {exc.provider} HTTP {exc.status} (stage {exc.stage})"
+    if isinstance(exc, RunError):
+        return f"{name} (stage {exc.stage})"
+    return name
+
+
+def _stack(exc: BaseException) -> str:
+    """The traceback of ``exc`` and the exceptions it chains, frames and class names only (no
+    messages, no locals)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain) and len(chain) < 16:
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    lines: list[str] = []
+    for link in reversed(chain):
+        if lines:
+            lines.append("\nThe above exception led to the following one:\n\n")
+        lines.append("Traceback (most recent call last):\n")
+        lines.extend(traceback.format_tb(link.__traceback__))
+        lines.append(f"{type(link).__module__}.{type(link).__qualname__}\n")
+    return "".join(lines)
+
+
+def record_error(
+    span: Span,
+    exc: BaseException,
+    capture: bool,
+    attributes: Mapping[str, AttributeValue] | None = None,
+) -> None:
+    """The exception event of ``exc`` (with ``attributes``); without content capture its message
+    and traceback say no more than ``describe`` (frames and class names only)."""
+    extra: dict[str, AttributeValue] = dict(attributes or {})
+    if not capture:
+        extra["exception.message"] = describe(exc, False)
+        extra["exception.stacktrace"] = _stack(exc)
+    span.record_exception(exc, attributes=extra)
+
+
+def mark_error(span: Span, exc: BaseException, capture: bool) -> None:
+    """``error.type``, the status and the exception event (without the traceback's locals;
+    without content capture, without the exception's message: ``describe``)."""
     span.set_attribute(n.ERROR_TYPE, type(exc).__qualname__)
-    span.set_status(Status(StatusCode.ERROR, str(exc)[:500] or type(exc).__name__))
-    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, describe(exc, capture)))
+    record_error(span, exc, capture)
 
 
 def resolve(tp: Any, mp: Any, capture: bool, max_chars: int) -> Instruments | None:

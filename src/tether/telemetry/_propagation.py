@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
+from tether.errors import UserError
 from tether.history import SanitizeReport
 
 from . import _names as n
@@ -94,11 +95,25 @@ class TraceLink:
 
 
 def _headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> dict[str, str]:
-    if headers is None:
+    """The headers as a lowercase-keyed dict of strings; entries that are not a (name, value) pair
+    of str or bytes are skipped (a malformed header is ignored, never an error)."""
+    given = cast(object, headers)
+    if given is None:
         return {}
-    items = cast(Iterable[tuple[Any, Any]], headers.items() if isinstance(headers, Mapping) else headers)
+    if isinstance(given, Mapping):
+        items = cast(Iterable[Any], cast(Mapping[Any, Any], given).items())
+    elif isinstance(given, Iterable) and not isinstance(given, str | bytes):
+        items = cast(Iterable[Any], given)
+    else:
+        raise UserError(
+            f"continue_trace needs the request's headers: a mapping or (name, value) pairs, "
+            f"not {type(given).__name__}"
+        )
     carrier: dict[str, str] = {}
-    for key, value in items:
+    for item in items:
+        if not isinstance(item, tuple | list) or len(cast(Sequence[Any], item)) != 2:
+            continue
+        key, value = cast(Sequence[Any], item)
         if isinstance(key, bytes):  # ASGI scopes carry raw byte pairs
             key = key.decode("latin-1")
         if isinstance(value, bytes):

@@ -25,7 +25,7 @@ from tether.models import Model, ModelResponse
 from . import _content
 from . import _names as n
 from ._active import Attributes, active_link, active_run
-from ._otel import AttributeValue, Instruments, mark_error
+from ._otel import AttributeValue, Instruments, describe, mark_error, record_error
 from ._store import TracedStore
 from ._tools_trace import ToolTrace
 from ._views import ResultView, RunView
@@ -166,8 +166,8 @@ class RunTrace:
         span.set_attributes(attributes)
         error_type = type(exc).__qualname__
         span.set_attribute(n.ERROR_TYPE, error_type)
-        span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)[:500] or error_type))
-        span.record_exception(exc, attributes=event)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, describe(exc, self.inst.capture)))
+        record_error(span, exc, self.inst.capture, event)
         self._count_run(outcome, {n.TETHER_RUN_STAGE: stage, n.ERROR_TYPE: error_type})
 
     # -- history boundary passes ------------------------------------------------------------------
@@ -262,7 +262,7 @@ class RunTrace:
         except BaseException as exc:
             otel_context.detach(token)
             _losses(span, model, before)
-            mark_error(span, exc)
+            mark_error(span, exc, inst.capture)
             metric[n.ERROR_TYPE] = type(exc).__qualname__
             self._record_duration(started, metric)
             span.end()

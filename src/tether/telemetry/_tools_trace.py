@@ -26,7 +26,7 @@ from tether.messages import Message, ToolCall, ToolResult
 
 from . import _content
 from . import _names as n
-from ._otel import AttributeValue, Instruments
+from ._otel import AttributeValue, Instruments, record_error
 from ._views import DeferredView, JobView, ToolRunView, ToolView
 
 __all__ = ["OUTPUT_TOOL", "ToolTrace"]
@@ -109,7 +109,7 @@ class ToolTrace:
             span.set_status(Status(StatusCode.ERROR, status))
         span.set_attributes(attributes)
         if error is not None:
-            span.record_exception(error)
+            record_error(span, error, self.inst.capture)
         span.end()
         metrics = self.inst.metrics
         if metrics is not None:
