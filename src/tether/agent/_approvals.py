@@ -150,10 +150,11 @@ class ReplayGuard(Protocol):
 
 
 class MemoryReplayGuard:
-    """A bounded in-process replay guard. One instance, shared by every ``Agent`` of the
-    process that is given no ``replay_guard``, is the default, so a replay to any agent of the same process is refused.
+    """A bounded in-process replay guard. One instance, shared by every ``Agent`` of the process
+    that is given no ``replay_guard``, is the default, so a replay to any agent of the same process
+    is refused. Safe to share between event loops in several threads.
 
-    Safe to share between event loops in several threads. Holds at most ``max_entries`` unexpired keys; beyond that the oldest claims are forgotten
+    Holds at most ``max_entries`` unexpired keys; beyond that the oldest claims are forgotten
     (each needs a genuine paused run to exist, so flooding it is costly; use a store as guard
     when that matters or when several processes serve one agent).
     """
