@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from tether import Text, ToolCall, ToolResult, UserError, assistant, tool, user
-from tether.stores import Keyring, SearchResults, Store
+from tether.stores import Keyring, PostgresStore, SearchResults, Store
 
 from .conftest import Clock, OpenStore, RawSQL, durable
 
@@ -259,3 +261,120 @@ async def test_a_scan_stops_at_its_bounds_and_says_so(open_store: OpenStore, bac
         assert "max_bytes" in (by_bytes.note or "")
         assert 1 <= by_bytes.conversations < 5
         assert (await store.search(ALICE, "ZX-99")).conversations == 5
+
+
+# -- how text is cut into words ------------------------------------------------------------------------
+WORDY = {
+    "paths": "Read /srv/app/deploy.toml before the rollout.",
+    "urls": "The build log is at https://ci.example.com/builds/812?tab=log for now.",
+    "mail": "Write to ops.team@example.org when it breaks.",
+    "idents": "Ticket DEP-4471 touches snake_case_name and kebab-case-id; see café—naïve notes.",
+    "rocket": "Lift-off \U0001f680launch at noon.",
+    "lunch": "Nothing to see here: lunch is soup.",
+}
+CUTS = {
+    "app": {"paths"},  # a path component
+    "deploy": {"paths"},
+    "deploy.toml": {"paths"},  # a file name with its extension
+    "/srv/app/deploy.toml": {"paths"},  # the whole path, as written
+    "srv/app": {"paths"},
+    "toml.deploy": set(),  # the words of a term are a phrase: in its order
+    "srv/deploy.toml": set(),  # and adjacent
+    "ci.example.com": {"urls"},  # a host in a URL
+    "812": {"urls"},
+    "https://ci.example.com/builds/812?tab=log": {"urls"},
+    "ops.team": {"mail"},  # an email's local part
+    "ops": {"mail"},
+    "example": {"urls", "mail"},
+    "ops.team@example.org": {"mail"},
+    "DEP-4471": {"idents"},  # a full identifier with a dash
+    "4471": {"idents"},
+    "snake": {"idents"},  # snake_case
+    "case_name": {"idents"},
+    "kebab-case-id": {"idents"},
+    "naïve": {"idents"},  # an em dash separates words
+    "launch": {"rocket"},  # so does an emoji
+    "deploy soup": {"paths", "lunch"},  # any word of a query matches
+}
+
+
+async def test_paths_hosts_emails_and_identifiers_are_found_alike_on_every_store(
+    store: Store, backend: str
+) -> None:
+    """Punctuation separates words (SQLite's unicode61 tokenizer, PostgreSQL's index since
+    ``0005_search_punctuation_separates_words``, a substring in memory), so a part of a path,
+    URL, email or identifier finds its message on every store, and the whole still does."""
+    for cid, text in WORDY.items():
+        await store.create(ALICE, cid)
+        await store.append(ALICE, cid, [user(text)], expected_version=0)
+    found: dict[str, set[str]] = {}
+    for query in CUTS:
+        results = await store.search(ALICE, query)
+        assert results.method == METHOD[backend]
+        found[query] = {h.conversation_id for h in results.hits}
+    assert found == CUTS
+
+
+async def test_a_snippet_shows_the_word_found_inside_a_path_of_a_long_message(store: Store) -> None:
+    await store.create(ALICE, "long")
+    text = FILLER * 8 + "The file /srv/app/deploy.toml sets the gate. " + FILLER * 8
+    await store.append(ALICE, "long", [user(text)], expected_version=0)
+    (hit,) = (await store.search(ALICE, "deploy")).hits
+    assert "/srv/app/deploy.toml" in hit.snippet
+    assert len(hit.snippet) < 400
+
+
+@pytest.mark.postgres
+async def test_a_postgres_index_of_the_previous_schema_is_recomputed_by_the_upgrade(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A database whose index was built under ``0004_compaction_records_search`` (paths and hosts
+    kept as one token) finds their parts once ``0005_search_punctuation_separates_words`` ran:
+    the migration recomputes the rows already indexed, without indexing them again."""
+
+    def run(query: str) -> list[tuple[object, ...]]:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+            cursor = conn.execute(query.encode())
+            return cursor.fetchall() if cursor.description else []
+
+    def matching(word: str) -> int:
+        rows = run(f"SELECT count(*) FROM tether_search WHERE tsv @@ to_tsquery('simple', '{word}')")
+        return int(str(rows[0][0]))
+
+    store = PostgresStore(pg_dsn, schema=pg_schema)
+    try:
+        for cid, text in WORDY.items():
+            await store.create(ALICE, cid)
+            await store.append(ALICE, cid, [user(text)], expected_version=0)
+        assert _where(await store.search(ALICE, "soup")) == [("lunch", 1)]  # indexes every row
+    finally:
+        await store.close()
+    # the database as the previous release left it: 0004's column, no 0005
+    run("ALTER TABLE tether_search DROP COLUMN tsv")
+    run("DROP FUNCTION tether_search_words(text)")
+    run(
+        "ALTER TABLE tether_search ADD COLUMN tsv TSVECTOR "
+        "GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED"
+    )
+    run("CREATE INDEX tether_search_tsv ON tether_search USING GIN (tsv)")
+    run("DELETE FROM tether_migrations WHERE name = '0005_search_punctuation_separates_words'")
+    assert matching("deploy") == 0  # the defect: one token for the whole path
+    assert matching("ops") == 0
+    rows = run("SELECT count(*) FROM tether_search")
+    indexed = run("SELECT id, indexed FROM tether_conversations ORDER BY id")
+    assert rows == [(len(WORDY),)]
+    upgraded = PostgresStore(pg_dsn, schema=pg_schema)
+    try:
+        await upgraded.create(ALICE, "after")  # opening migrates
+        assert matching("deploy") == 1  # recomputed by the migration, before any search
+        assert matching("ops") == 1
+        assert run("SELECT count(*) FROM tether_search") == rows
+        assert run("SELECT id, indexed FROM tether_conversations WHERE id != 'after' ORDER BY id") == indexed
+        assert ("0005_search_punctuation_separates_words",) in run("SELECT name FROM tether_migrations")
+        found: dict[str, set[str]] = {}
+        for query in CUTS:
+            found[query] = {h.conversation_id for h in (await upgraded.search(ALICE, query)).hits}
+        assert found == CUTS
+    finally:
+        await upgraded.close()

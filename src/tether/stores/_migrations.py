@@ -173,4 +173,29 @@ POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ALTER TABLE tether_conversations ADD COLUMN indexed BIGINT NOT NULL DEFAULT 0",
         ),
     ),
+    (
+        "0005_search_punctuation_separates_words",
+        (
+            # the text as the index and the queries tokenize it: every run of punctuation, symbols
+            # and white space becomes one space (ASCII other than letters and digits, '_' included,
+            # and the punctuation, symbol and emoji blocks of Unicode; spelled out as code points
+            # because a character class would follow the database's locale), so
+            # '/srv/app/deploy.toml' is 'srv app deploy toml' as in SQLite's unicode61 tokenizer
+            "CREATE OR REPLACE FUNCTION tether_search_words(body TEXT) RETURNS TEXT "
+            "LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE "
+            "AS $$ SELECT regexp_replace(body, '["
+            r"\x01-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f"  # ASCII
+            r"\u0080-\u00a9\u00ab-\u00b1\u00b4\u00b6-\u00b8\u00bb\u00bf\u00d7\u00f7"  # Latin-1
+            r"\u2000-\u206f\u20a0-\u20cf\u2190-\u245f\u2500-\u2bff\u2e00-\u2e7f"  # punctuation, symbols
+            r"\u3000-\u3003\u3008-\u3011\u3014-\u301f\ufe10-\ufe19\ufe30-\ufe6b"  # CJK, vertical, small forms
+            r"\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"  # full-width punctuation
+            r"\U0001f000-\U0001faff"  # emoji and pictographs
+            "]+', ' ', 'g') $$",
+            # replacing the generated column recomputes it for every row already indexed
+            "ALTER TABLE tether_search DROP COLUMN tsv",
+            "ALTER TABLE tether_search ADD COLUMN tsv TSVECTOR "
+            "GENERATED ALWAYS AS (to_tsvector('simple', tether_search_words(body))) STORED",
+            "CREATE INDEX tether_search_tsv ON tether_search USING GIN (tsv)",
+        ),
+    ),
 )

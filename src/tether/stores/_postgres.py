@@ -504,8 +504,8 @@ class PostgresStore:
         max_conversations: int = SCAN_CONVERSATIONS,
         max_bytes: int = SCAN_BYTES,
     ) -> SearchResults:
-        """See ``Store.search``: full-text search (``tsvector``, GIN, ``ts_rank_cd``,
-        ``ts_headline``) over the owner's plaintext messages, the index catching up first. With a
+        """See ``Store.search``: full-text search (``tsvector`` of the words between punctuation,
+        GIN, ``ts_rank_cd``) over the owner's plaintext messages, the index catching up first. With a
         keyring no index is written: the owner's conversations are decrypted and scanned, bounded
         (``max_conversations``, ``max_bytes``)."""
         owner = check_id(owner, "owner")

@@ -2,14 +2,19 @@
 store opened).
 
 The index is the table ``tether_search (conversation, seq, role, body, tsv)``: ``tsv`` is
-``to_tsvector('simple', body)`` (no stemming, so identifiers match as written) under a GIN
-index. It holds the transcript text of plaintext messages only and is never written by a store
-with a keyring. It catches up on search (the conversation row's ``indexed`` column), so an append
-costs nothing more; ``ON DELETE CASCADE`` removes a conversation's rows with it.
+``to_tsvector('simple', tether_search_words(body))`` under a GIN index: the body with every run
+of punctuation, symbols and white space turned into one space (migration
+``0005_search_punctuation_separates_words``; SQLite's ``unicode61`` cuts text the same way),
+then no stemming. A query term is a phrase of its words cut the same way. It holds the
+transcript text of plaintext messages only and is never written by a store with a keyring. It
+catches up on search (the conversation row's ``indexed`` column), so an append costs nothing
+more; ``ON DELETE CASCADE`` removes a conversation's rows with it. Snippets are cut from the
+body around the first place a term (else one of its words) appears.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -36,6 +41,7 @@ __all__ = [
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 _message_decoder = msgspec.json.Decoder(Message)
 _COLUMNS = "id, key_id, data"
+_SPACE = re.compile(r"\s+")
 _INSERT = (
     "INSERT INTO tether_compactions (conversation, id, boundary, key_id, data) VALUES (%s, %s, %s, %s, %s) "
     "ON CONFLICT (conversation, id) DO NOTHING"
@@ -157,28 +163,61 @@ async def _catch_up(conn: _Conn, owner: str) -> None:
 
 
 async def fts_search(conn: _Conn, owner: str, terms: list[str], limit: int) -> tuple[list[MessageHit], int]:
-    """Catch the owner's index up, then the best ``limit`` hits (``ts_rank_cd``, snippets by
-    ``ts_headline``) and how many conversations the owner has (all searched). Any term matches;
-    each term is a phrase (``phraseto_tsquery``), so ``DEP-4471`` matches as written."""
+    """Catch the owner's index up, then the best ``limit`` hits (``ts_rank_cd``) with snippets
+    and how many conversations the owner has (all searched). Any term matches; each term is a
+    phrase of its words as the index cut them (``phraseto_tsquery`` of ``tether_search_words``),
+    so ``deploy.toml`` and ``DEP-4471`` match as written and ``deploy`` matches inside a path."""
     await _catch_up(conn, owner)
-    query = sql.SQL(" || ").join([sql.SQL("phraseto_tsquery('simple', %s)")] * len(terms))
-    words = max(SNIPPET_CHARS // 8, 8)
-    options = f'MaxWords={words}, MinWords={words // 2}, StartSel="", StopSel="", MaxFragments=1'
+    query = sql.SQL(" || ").join(
+        [sql.SQL("phraseto_tsquery('simple', tether_search_words(%s))")] * len(terms)
+    )
     statement = sql.SQL(
         "WITH q AS (SELECT {query} AS query), "
         "best AS (SELECT c.id AS cid, s.conversation AS conv, s.seq, s.role, s.body, "
-        "ts_rank_cd(s.tsv, q.query) AS score, q.query "
+        "ts_rank_cd(s.tsv, q.query) AS score "
         "FROM tether_search s JOIN tether_conversations c ON c.pk = s.conversation, q "
         "WHERE c.owner = %s AND s.tsv @@ q.query "
-        "ORDER BY score DESC, s.conversation DESC, s.seq DESC LIMIT %s) "
-        "SELECT cid, seq, role, score, ts_headline('simple', body, query, %s) FROM best "
+        "ORDER BY score DESC, s.conversation DESC, s.seq DESC LIMIT %s), "
+        # where a snippet starts: the first place a term appears as written, else one of its words
+        "needles AS (SELECT 0 AS rank, lower(t) AS w FROM unnest(%s::text[]) t "
+        "UNION SELECT 1, w FROM unnest(%s::text[]) t, "
+        "regexp_split_to_table(lower(tether_search_words(t)), ' ') w WHERE w <> '') "
+        "SELECT cid, seq, role, score, at, substr(body, at, %s), char_length(body) FROM ("
+        "SELECT b.*, greatest(1, coalesce((SELECT p FROM needles n, strpos(low.body, n.w) p "
+        "WHERE p > 0 ORDER BY n.rank, p LIMIT 1), 1) - %s) AS at "
+        "FROM best b, LATERAL (SELECT lower(b.body) AS body) low) h "
         "ORDER BY score DESC, conv DESC, seq DESC"
     ).format(query=query)
-    cursor = await conn.execute(statement, (*terms, owner, limit, options))
+    params = (*terms, owner, limit, terms, terms, _WINDOW, _LEAD)
+    cursor = await conn.execute(statement, params)
     hits = [
-        MessageHit(str(cid), int(seq), str(role), float(score), str(snippet))
-        for cid, seq, role, score, snippet in await cursor.fetchall()
+        MessageHit(str(cid), int(seq), str(role), float(score), _snippet(str(window), int(at), int(length)))
+        for cid, seq, role, score, at, window, length in await cursor.fetchall()
     ]
     cursor = await conn.execute("SELECT count(*) FROM tether_conversations WHERE owner = %s", (owner,))
     row = await cursor.fetchone()
     return hits, int(row[0]) if row is not None else 0
+
+
+_LEAD = SNIPPET_CHARS // 3
+"""How many characters a snippet shows before its match (about)."""
+_SLACK = 40
+"""How far from either end of a snippet a cut word may reach."""
+_WINDOW = SNIPPET_CHARS + _SLACK
+"""How many characters of the message are read for a snippet (its words are cut whole)."""
+
+
+def _snippet(window: str, at: int, length: int) -> str:
+    """A snippet from ``window``, the characters of a ``length``-character message from ``at``
+    (1-based): at most ``SNIPPET_CHARS`` of them, a word cut at either end dropped, ``…`` where
+    text was left out."""
+    text = window
+    if at > 1:
+        first = _SPACE.search(text, 0, _SLACK)
+        text = text[first.end() :] if first else text
+    cut = at - 1 + len(window) < length or len(text) > SNIPPET_CHARS
+    if cut:
+        text = text[:SNIPPET_CHARS]
+        last = max((m.start() for m in _SPACE.finditer(text, SNIPPET_CHARS - _SLACK)), default=-1)
+        text = text[:last] if last > 0 else text
+    return ("…" if at > 1 else "") + text.strip() + ("…" if cut else "")
