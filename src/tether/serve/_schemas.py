@@ -10,6 +10,7 @@ import msgspec
 from tether.messages import Message
 
 __all__ = [
+    "ID_PATTERN",
     "CancelOut",
     "ConversationCreate",
     "ConversationCreated",
@@ -34,6 +35,11 @@ __all__ = [
 ]
 
 
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}(?!\n)$"
+"""A conversation id a client chooses. ``(?!\n)`` because Python's ``$`` also matches before a
+final newline (msgspec checks patterns with ``re.search``); JSON Schema reads it the same way."""
+
+
 class ErrorBody(msgspec.Struct, frozen=True):
     type: str
     message: str
@@ -51,7 +57,7 @@ class Me(msgspec.Struct, frozen=True):
 class ConversationCreate(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """``POST /v1/conversations``: an optional id of your own (a new UUIDv7 otherwise)."""
 
-    id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")] | None = None
+    id: Annotated[str, msgspec.Meta(pattern=ID_PATTERN)] | None = None
 
 
 class ConversationCreated(msgspec.Struct, frozen=True):

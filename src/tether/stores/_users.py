@@ -47,7 +47,7 @@ class UserInfo:
 
 def check_user_name(name: object) -> str:
     """A user name: 1 to 64 characters of letters, digits and ``. _ @ -``, not starting with a symbol."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise UserError(
             "user name must be 1-64 letters, digits or . _ @ - (starting with a "
             f"letter or digit), not {name!r}"
@@ -72,7 +72,7 @@ def token_matches(token: str, digest: str) -> bool:
 
 def well_formed(token: str) -> bool:
     """True when ``token`` has the shape of a tether token (checked before any lookup)."""
-    return bool(_TOKEN_SHAPE.match(token))
+    return bool(_TOKEN_SHAPE.fullmatch(token))
 
 
 @runtime_checkable
