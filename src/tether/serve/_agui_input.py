@@ -11,29 +11,34 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, TypeAlias, cast
 
 import msgspec
 
 from tether.agent import Tool
 from tether.errors import DecodeError, UserError
+from tether.history import CallRef, SanitizeReport, UnsafePart
 from tether.messages import Document, Image, Message, Part, Text, ToolCall, ToolResult
 from tether.models import ToolDefinition
 from tether.models.wire import ConversionReport
 
 from ._errors import ApiError
+from ._schemas import ID_PATTERN
 
 __all__ = [
     "AguiMessage",
     "FrontendTool",
+    "Origin",
     "ResumeEntry",
     "RunAgentInput",
+    "client_positions",
     "frontend_tools",
     "to_tether",
 ]
 
 MAX_CLIENT_TOOLS = 64
-_ID = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+_ID = Annotated[str, msgspec.Meta(pattern=ID_PATTERN)]
 
 
 class _Wire(msgspec.Struct, frozen=True, rename="camel"):
@@ -225,14 +230,16 @@ def _media(kind: str, source: Source, path: str) -> Image | Document | str:
 
 def _content(
     content: Content, mi: int, where: str, report: ConversionReport, *, media: bool
-) -> list[Text | Image | Document]:
+) -> list[tuple[Text | Image | Document, int | None]]:
+    """The tether parts of a client ``content``, each with its index in the client's list
+    (``None`` for a string content)."""
     if isinstance(content, str):
-        return [Text(content)]
-    out: list[Text | Image | Document] = []
+        return [(Text(content), None)]
+    out: list[tuple[Text | Image | Document, int | None]] = []
     for pi, part in enumerate(content):
         path = f"{where}.content[{pi}]"
         if isinstance(part, TextPart):
-            out.append(Text(part.text))
+            out.append((Text(part.text), pi))
             continue
         if isinstance(part, AudioPart | VideoPart):
             report.drop(
@@ -257,7 +264,7 @@ def _content(
         elif not media:
             report.drop(mi, pi, f"{kind} part", "this message carries text only here")
         else:
-            out.append(made)
+            out.append((made, pi))
     return out
 
 
@@ -270,13 +277,32 @@ def _dropped_fields(msg: AguiMessage, mi: int, report: ConversionReport) -> None
         report.drop(mi, None, "metadata", "tether messages carry no metadata")
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where one converted message came from in the request. ``parts[k]``: the client message of
+    tether part ``k`` and the index in its ``content`` list (``None``: a string content, or not
+    content: a tool call, an ``error``). ``results[k]``: for a tool message, the same for each
+    content item of result ``k`` (consecutive client tool messages become one tether message)."""
+
+    message: int
+    parts: tuple[tuple[int, int | None], ...] = ()
+    results: tuple[tuple[int | None, ...], ...] = ()
+
+    @property
+    def messages(self) -> tuple[int, ...]:
+        """Every client message this one was made of, in order."""
+        return tuple(dict.fromkeys((self.message, *(m for m, _ in self.parts))))
+
+
 def to_tether(
-    messages: list[AguiMessage], *, first: int = 0, media: bool = True
+    messages: list[AguiMessage], *, first: int = 0, media: bool = True, origins: list[Origin] | None = None
 ) -> tuple[list[Message], ConversionReport]:
     """AG-UI messages → tether messages (``first``: the index of ``messages[0]`` in the
     request, for the report and error paths; ``media=False``: text only, media reported as
-    dropped). Consecutive tool messages become one."""
+    dropped; ``origins``: filled with one ``Origin`` per message returned). Consecutive tool
+    messages become one."""
     out: list[Message] = []
+    found: list[Origin] = []
     report = ConversionReport()
     names: dict[str, str] = {}
     for offset, msg in enumerate(messages):
@@ -287,8 +313,11 @@ def to_tether(
             if isinstance(msg, DeveloperMessage):
                 report.approximate(mi, None, "developer role", "imported as a system message")
             out.append(Message("system", (Text(msg.content),)))
+            found.append(Origin(mi, ((mi, None),)))
         elif isinstance(msg, UserMessage):
-            out.append(Message("user", tuple(_content(msg.content, mi, where, report, media=media))))
+            content = _content(msg.content, mi, where, report, media=media)
+            out.append(Message("user", tuple(p for p, _ in content)))
+            found.append(Origin(mi, tuple((mi, pi) for _, pi in content)))
         elif isinstance(msg, AssistantMessage):
             parts: list[Part] = [Text(msg.content)] if msg.content else []
             for ci, call in enumerate(msg.tool_calls or []):
@@ -302,20 +331,22 @@ def to_tether(
                 names[call.id] = call.function.name
                 parts.append(ToolCall(call.id, call.function.name, call.function.arguments))
             out.append(Message("assistant", tuple(parts)))
+            found.append(Origin(mi, tuple((mi, None) for _ in parts)))
         elif isinstance(msg, ToolMessage):
             content = _content(msg.content, mi, where, report, media=media)
-            if content == [Text("")]:
+            if [p for p, _ in content] == [Text("")]:
                 content = []
             if msg.error is not None:
-                content.append(Text(msg.error))
+                content.append((Text(msg.error), None))
             if msg.tool_call_id not in names:
                 report.approximate(mi, None, "tool name", f"no earlier call has id {msg.tool_call_id!r}")
             result = ToolResult(
                 msg.tool_call_id,
                 names.get(msg.tool_call_id, ""),
-                tuple(content),
+                tuple(p for p, _ in content),
                 failed=msg.error is not None,
             )
+            items = tuple(pi for _, pi in content)
             if (
                 out
                 and out[-1].role == "tool"
@@ -323,13 +354,61 @@ def to_tether(
                 and isinstance(messages[offset - 1], ToolMessage)
             ):
                 out[-1] = Message("tool", (*out[-1].parts, result))
+                merged = found[-1]
+                found[-1] = Origin(merged.message, (*merged.parts, (mi, None)), (*merged.results, items))
             else:
                 out.append(Message("tool", (result,)))
+                found.append(Origin(mi, ((mi, None),), (items,)))
         elif isinstance(msg, ReasoningMessage):
             report.drop(mi, None, "reasoning message", "unsigned reasoning from a client is not replayed")
         else:
             report.drop(mi, None, "activity message", "tether messages carry no activity")
+    if origins is not None:
+        origins.extend(found)
     return out, report
+
+
+def client_positions(report: SanitizeReport, seed: list[Message], origins: list[Origin]) -> dict[str, Any]:
+    """``sanitize_history``'s report on ``seed`` (converted with ``origins``), its indexes turned
+    into positions in the client's ``messages`` (and ``content`` lists): the client's view.
+
+    A part inside a tool result is the client tool message's ``content[part]`` (``content`` is
+    then ``None``); a tool message that was merged from several client ones is every one of them
+    in ``removed``."""
+
+    def source(ref: CallRef) -> int:
+        origin = origins[ref.message]
+        ids = [p.call_id if isinstance(p, ToolResult) else None for p in seed[ref.message].parts]
+        hits = [k for k, cid in enumerate(ids) if cid == ref.call_id]
+        if not hits or len(origin.parts) != len(ids):
+            return origin.message
+        return origin.parts[hits[-1] if ref.reason == "duplicate" else hits[0]][0]
+
+    def refs(items: tuple[CallRef, ...], *, by_call: bool = False) -> tuple[CallRef, ...]:
+        return tuple(replace(r, message=source(r) if by_call else origins[r.message].message) for r in items)
+
+    def unsafe(u: UnsafePart) -> UnsafePart:
+        origin = origins[u.message]
+        message, part = origin.parts[u.part]
+        if u.content is not None:
+            part = origin.results[u.part][u.content]
+        return replace(u, message=message, part=part if part is not None else u.part, content=None)
+
+    repair = report.repair
+    mapped = replace(
+        report,
+        unsafe_parts=tuple(unsafe(u) for u in report.unsafe_parts),
+        removed=tuple(origins[i].message for i in report.removed),
+        repair=replace(
+            repair,
+            synthesized=refs(repair.synthesized),
+            dropped=refs(repair.dropped, by_call=True),
+            removed=tuple(m for i in repair.removed for m in origins[i].messages),
+            truncated=refs(repair.truncated),
+            unpaired=refs(repair.unpaired),
+        ),
+    )
+    return mapped.to_dict()
 
 
 # -- the client's tools ----------------------------------------------------------------------------------
@@ -357,6 +436,8 @@ def frontend_tools(given: list[AguiTool] | None, server: set[str]) -> list[Tool[
     seen: set[str] = set()
     for i, tool in enumerate(given):
         where = f"$.tools[{i}]"
+        if not tool.name:
+            raise ApiError(422, f"{where}.name: a tool needs a name")
         if tool.name in server:
             raise ApiError(
                 422, f"{where}.name: {tool.name!r} is a tool of the server; a client cannot replace it"

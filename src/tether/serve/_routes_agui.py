@@ -27,7 +27,16 @@ from tether.models.wire import ConversionReport
 from tether.stores._events import RunRecord
 
 from ._agui_events import Translator, agui_messages, encode, interrupt_id
-from ._agui_input import ResumeEntry, RunAgentInput, ToolMessage, UserMessage, frontend_tools, to_tether
+from ._agui_input import (
+    Origin,
+    ResumeEntry,
+    RunAgentInput,
+    ToolMessage,
+    UserMessage,
+    client_positions,
+    frontend_tools,
+    to_tether,
+)
 from ._api import Api, Call
 from ._errors import ApiError
 from ._events import TERMINAL_TYPES
@@ -112,10 +121,17 @@ async def _resume(
     body, owner = call.body, call.caller.owner
     assert run.pause is not None
     pause = decode_pause(run.pause)
-    entries = {e.interrupt_id: (i, e) for i, e in enumerate(body.resume or [])}
+    entries: dict[str, tuple[int, ResumeEntry]] = {}
+    for i, entry in enumerate(body.resume or []):
+        if entry.interrupt_id in entries:
+            raise ApiError(422, f"$.resume[{i}].interruptId: {entry.interrupt_id!r} is answered twice")
+        entries[entry.interrupt_id] = (i, entry)
     results = {m.tool_call_id: (i, m) for i, m in enumerate(body.messages) if isinstance(m, ToolMessage)}
+    available = {t.name for t in (*call.state.manager.agent.tools, *tools)}
+    limit = call.state.config.limits.max_part_bytes
     decisions: list[Decision] = []
     missing: list[str] = []
+    used = 0
     losses = ConversionReport()
     for pending in pause.calls:
         call_id = pending.call.id or ""
@@ -126,12 +142,24 @@ async def _resume(
                 missing.append(call_id)
             else:
                 decisions.append(_approval(found[1], where, call_id))
-        elif call_id in results:
+            continue
+        if pending.call.name not in available:
+            # deciding without the tool would fail the run and lose the client's result
+            raise ApiError(
+                422,
+                f"$.tools: the thread's paused run waits for the result of the client's tool "
+                f"{pending.call.name!r} (call {call_id!r}); send the same tools as the request that "
+                "started the run",
+            )
+        if call_id in results:
             index, message = results[call_id]
             converted, conversion = to_tether([message], first=index, media=False)
             losses.losses.extend(conversion.losses)
             result = converted[0].tool_results[0]
+            if len(result.text) > limit // 4 and len(result.text.encode("utf-8", "surrogatepass")) > limit:
+                raise ApiError(413, f"$.messages[{index}].content: over the limit (max_part_bytes={limit})")
             decisions.append(Decision(call_id, "result", value=result.text, failed=result.failed))
+            used += 1
         elif found is not None:
             decisions.append(_external(found[1], where, call_id))
         else:
@@ -155,7 +183,7 @@ async def _resume(
     resumed = await call.state.manager.decide(
         call.caller, run.run_id, DecisionsIn(pause.pause_id, decisions), extra_tools=tools
     )
-    report.update(history="server", ignoredMessages=len(body.messages) - len(results), resumed=True)
+    report.update(history="server", ignoredMessages=len(body.messages) - used, resumed=True)
     report["losses"] = _losses(losses)
     return _Plan(resumed, run.last_seq, snapshot, report)
 
@@ -203,14 +231,15 @@ async def _prepare(call: Call[RunAgentInput]) -> _Plan:
     prompt = prompted[0].text
     check_prompt(prompt, state.config.limits.max_part_bytes, f"$.messages[{last}].content")
     if created:
-        seed, seeded = to_tether(body.messages[:last])
+        origins: list[Origin] = []
+        seed, seeded = to_tether(body.messages[:last], origins=origins)
         clean, sanitized = sanitize_history(seed, limits=state.config.limits)
         await state.store.create(owner, cid, exist_ok=True)
         if clean:
             await state.store.append(owner, cid, clean, expected_version=0)
         log.info("ag-ui thread %s of %s seeded: %s", cid, owner, sanitized.to_json().decode())
         conversion.losses[:0] = seeded.losses
-        report.update(created=True, history="client", sanitize=sanitized.to_dict())
+        report.update(created=True, history="client", sanitize=client_positions(sanitized, seed, origins))
     else:
         report["ignoredMessages"] = last
     report["losses"] = _losses(conversion)
