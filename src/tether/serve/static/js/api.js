@@ -9,6 +9,16 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * One path segment for an id. The URL parser resolves "." and ".." segments (encoded or not),
+ * so `/v1/conversations/..` would reach `/v1/`: such an id names nothing here.
+ */
+export function segment(id) {
+  const text = String(id);
+  if (text === "." || text === ".." || text === "") throw new ApiError(404, "not_found", `there is no ${JSON.stringify(text)} here`);
+  return encodeURIComponent(text);
+}
+
 export class Api {
   constructor(token, onUnauthorized) {
     this.token = token;
@@ -53,21 +63,21 @@ export class Api {
     return this.request("GET", `/v1/conversations?limit=${limit}&offset=${offset}`);
   }
   createConversation() { return this.request("POST", "/v1/conversations"); }
-  deleteConversation(id) { return this.request("DELETE", `/v1/conversations/${encodeURIComponent(id)}`); }
+  deleteConversation(id) { return this.request("DELETE", `/v1/conversations/${segment(id)}`); }
   fork(id, atVersion) {
-    return this.request("POST", `/v1/conversations/${encodeURIComponent(id)}/fork`, { at_version: atVersion });
+    return this.request("POST", `/v1/conversations/${segment(id)}/fork`, { at_version: atVersion });
   }
   importHistory(format, data) { return this.request("POST", "/v1/conversations/import", { format, data }); }
   runs(id, limit = 1) {
-    return this.request("GET", `/v1/conversations/${encodeURIComponent(id)}/runs?limit=${limit}`);
+    return this.request("GET", `/v1/conversations/${segment(id)}/runs?limit=${limit}`);
   }
   startRun(id, prompt) {
-    return this.request("POST", `/v1/conversations/${encodeURIComponent(id)}/runs`, { prompt });
+    return this.request("POST", `/v1/conversations/${segment(id)}/runs`, { prompt });
   }
-  run(runId) { return this.request("GET", `/v1/runs/${encodeURIComponent(runId)}`); }
-  cancel(runId) { return this.request("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`); }
+  run(runId) { return this.request("GET", `/v1/runs/${segment(runId)}`); }
+  cancel(runId) { return this.request("POST", `/v1/runs/${segment(runId)}/cancel`); }
   decide(runId, pauseId, decisions) {
-    return this.request("POST", `/v1/runs/${encodeURIComponent(runId)}/decisions`, {
+    return this.request("POST", `/v1/runs/${segment(runId)}/decisions`, {
       pause_id: pauseId,
       decisions,
     });
@@ -80,7 +90,7 @@ export class Api {
     let version = 0;
     for (;;) {
       const page = await this.request(
-        "GET", `/v1/conversations/${encodeURIComponent(id)}?offset=${offset}&limit=1000`);
+        "GET", `/v1/conversations/${segment(id)}?offset=${offset}&limit=1000`);
       messages.push(...page.messages);
       version = page.version;
       if (page.next_offset === null || page.next_offset === undefined) break;
@@ -168,7 +178,7 @@ export class RunFollower {
     };
     try {
       kick();
-      const response = await fetch(`/v1/runs/${encodeURIComponent(this.runId)}/events`, {
+      const response = await fetch(`/v1/runs/${segment(this.runId)}/events`, {
         headers: this.api.headers({ "Last-Event-ID": String(this.last), Accept: "text/event-stream" }),
         cache: "no-store",
         signal: attempt.signal,

@@ -1,7 +1,7 @@
 // The tether web page: sign-in, the conversation list, a conversation and its runs.
 
 import { Api, ApiError, RunFollower } from "./api.js";
-import { $, clear, h, relativeTime } from "./dom.js";
+import { $, clear, h, relativeTime, sleep } from "./dom.js";
 import { setupImport } from "./importer.js";
 import { ConversationView } from "./view.js";
 
@@ -97,8 +97,12 @@ async function signIn(token) {
   $("signout").hidden = !me.auth;
   $("signin").hidden = true;
   $("app").hidden = false;
-  await refreshList();
-  await route();
+  try { // signed in: a failure from here on is shown, it does not sign out
+    await refreshList();
+    await route();
+  } catch (err) {
+    reportError(err);
+  }
 }
 
 // -- the conversation list ----------------------------------------------------------------------
@@ -156,7 +160,12 @@ async function confirmDelete(id, title) {
 // -- opening a conversation ---------------------------------------------------------------------
 function conversationFromHash() {
   const m = /^#c\/(.+)$/.exec(location.hash);
-  return m ? decodeURIComponent(m[1]) : null;
+  if (!m) return null;
+  try {
+    return decodeURIComponent(m[1]);
+  } catch {
+    return m[1]; // a malformed link: names no conversation (the page says so)
+  }
 }
 
 async function route() {
@@ -436,12 +445,25 @@ function wire() {
 async function start() {
   wire();
   const saved = sessionStorage.getItem(TOKEN_KEY);
-  try {
-    await signIn(saved); // with --no-auth the service answers without a token
-  } catch (err) {
-    if (saved) sessionStorage.removeItem(TOKEN_KEY);
-    if (err.status === 401) showSignin(saved ? "Your saved token is no longer valid." : null);
-    else showSignin(err.message);
+  // with --no-auth the service answers without a token. A saved token is dropped only when the
+  // service refuses it: while the service cannot be reached (restarting, network down) the page
+  // keeps it and tries again.
+  for (let delay = 1000; !state.api; delay = Math.min(delay * 2, 8000)) {
+    try {
+      await signIn(saved);
+      return;
+    } catch (err) {
+      if (state.api) return; // signed in with the form meanwhile
+      if (err.status === 401) {
+        if (saved) sessionStorage.removeItem(TOKEN_KEY);
+        showSignin(saved ? "Your saved token is no longer valid." : null);
+        return;
+      }
+      const retry = saved && (err.status === 0 || err.status >= 500);
+      showSignin(retry ? `${err.message}. Trying again…` : err.message);
+      if (!retry) return;
+      await sleep(delay);
+    }
   }
 }
 
