@@ -3,14 +3,17 @@
 
 ``PageModel`` streams ``word1 … wordN`` a word at a time: 12 words 20 ms apart, or, when the
 prompt says ``slowly``, 60 words 60 ms apart (about 4 s: time to reload, drop the connection,
-restart the server or Stop in the middle). ``use tool NAME`` in the prompt makes it call tool NAME
-first; ``think`` makes it stream reasoning first; ``markdown`` makes it answer with formatted text
-and hostile markup.
+restart the server or Stop in the middle). ``use tool NAME`` in the prompt makes it call tool
+NAME first; ``think`` makes it stream reasoning first; ``markdown`` makes it answer with
+formatted text and hostile markup; ``hold on`` makes its first word wait until the file
+``$TETHER_TEST_EFFECTS.go`` exists (a model slow to start, released by the test).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -115,6 +118,11 @@ class PageModel:
     ) -> AsyncIterator[StreamEvent]:
         message = self._reply(messages)
         _, delay = self._pace(messages)
+        if "hold on" in self._prompt(messages) and messages[-1].role == "user":
+            gate = os.environ.get("TETHER_TEST_EFFECTS", "") + ".go"
+            deadline = time.monotonic() + 60
+            while not os.path.exists(gate) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
         for index, part in enumerate(message.parts):
             if isinstance(part, Reasoning):
                 for word in part.text.split(" "):

@@ -108,6 +108,23 @@ def test_sign_in_then_the_answer_streams_in(service: Service, open_tab: Callable
     shot(tab, "03-answer")
 
 
+def test_a_model_slow_to_start_shows_that_the_run_waits_for_it(service: Service, alice: Tab) -> None:
+    page = alice.page
+    gate = Path(service.server.extra_env["TETHER_TEST_EFFECTS"] + ".go")
+    gate.unlink(missing_ok=True)
+    send(alice, "hold on, then count")
+    waiting = page.locator("#messages [data-kind='waiting']")
+    expect(waiting).to_have_text("Waiting for the model…")
+    expect(page.locator("#conn")).to_have_attribute("data-state", "live")
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    expect(page.locator("#conversations li.current")).to_contain_text("hold on")  # the prompt is listed
+    shot(alice, "02b-waiting-for-the-model")
+    gate.touch()
+    expect(waiting).to_have_count(0)
+    expect(page.locator("#main")).to_have_attribute("data-run", "none")
+    expect(stored_answers(alice).last).to_contain_text("word12")
+
+
 def test_markdown_is_rendered_without_running_anything(alice: Tab) -> None:
     chat(alice, "show some markdown", "Plan")
     answer = stored_answers(alice).last

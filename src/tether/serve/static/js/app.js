@@ -118,7 +118,9 @@ async function refreshList() {
 
 function listItem(c) {
   const current = c.id === state.conversationId;
-  const title = c.preview?.trim() || "(no prompt yet)";
+  // a first prompt is stored with the model's first answer: until then, the one being run
+  const sending = current && state.run?.prompt ? state.run.prompt.trim() : "";
+  const title = c.preview?.trim() || sending || "(no prompt yet)";
   const link = h("a", {
     href: `#c/${encodeURIComponent(c.id)}`,
     class: "conv-link",
@@ -126,6 +128,7 @@ function listItem(c) {
     title: `conversation ${c.id}`,
   },
   h("span", { class: "conv-preview", text: title }),
+  h("span", { class: "sr-only", text: ", changed " }),
   h("span", { class: "conv-meta" },
     h("time", { datetime: c.updated_at, text: relativeTime(c.updated_at) }),
     c.forked_from ? h("span", { class: "forked", text: " · copy" }) : null));
@@ -270,6 +273,9 @@ function follow(run, after) {
       if (state.follower !== follower) return;
       if (event.type === "run.started") run.prompt = event.prompt;
       view.event(event);
+      if (event.type === "run.started" || (event.type === "message.completed" && event.message.role === "assistant")) {
+        refreshList().catch(reportError); // the list shows the prompt from the start, then what is stored
+      }
       if (event.type === "run.paused") setRunning({ ...run, status: "paused" });
       else if (event.type === "run.resumed") setRunning({ ...run, status: "running" });
       else if (event.type.startsWith("run.") && event.type !== "run.started") finished(run, event, cid);

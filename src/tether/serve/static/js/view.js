@@ -60,6 +60,7 @@ export class ConversationView {
     this.conversationId = conversationId;
     this.cards = new Map();
     this.live = null;
+    this.waitingEl = null;
     this.runNotes = new Map();
     this.approval = null;
     clear(this.el);
@@ -239,9 +240,24 @@ export class ConversationView {
     return this.live;
   }
 
+  /** The run waits for the model (a slow first token, a long think): say so until it answers. */
+  waiting(on) {
+    if (!on) {
+      this.waitingEl?.remove();
+      this.waitingEl = null;
+    } else if (!this.waitingEl) {
+      this.waitingEl = h("p", { class: "run-waiting muted", dataset: { kind: "waiting" }, text: "Waiting for the model…" });
+      this.el.append(this.waitingEl);
+    }
+  }
+
   event(event) {
     const near = this.nearBottom;
     this.el.querySelector(".empty")?.remove();
+    // the model is asked after the prompt, after a step's results and after a resume
+    const asks = (event.type === "message.completed" && ["user", "tool"].includes(event.message.role)) ||
+      event.type === "run.resumed";
+    this.waiting(false);
     switch (event.type) {
       case "text.delta": {
         const live = this.liveMessage(event.step);
@@ -303,6 +319,7 @@ export class ConversationView {
       default:
         break;
     }
+    if (asks) this.waiting(true);
     this.follow(near);
   }
 
