@@ -3,6 +3,7 @@ page loads: in a real browser (see conftest.py), waiting on states of the page, 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -92,6 +93,39 @@ def test_hostile_markdown_gives_single_safe_named_links_and_no_markup(service: S
     shot(alice, "14-hostile-markdown")
 
 
+HOSTILE_NAMES = [
+    {"role": "user", "parts": [{"type": "text", "text": f"{PWN} first prompt"}]},
+    {
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "text": PWN},
+            {"type": "tool-call", "id": f'c1" onmouseover="{PWN}', "name": f"tool{PWN}", "arguments": PWN},
+        ],
+    },
+    {"role": "user", "parts": [{"type": "text", "text": "next"}]},
+]
+
+
+def test_hostile_names_ids_and_arguments_stay_text_in_the_report_cards_and_list(alice: Tab) -> None:
+    page = alice.page
+    page.get_by_role("button", name="Import…").click()
+    page.get_by_label("or paste it").fill(json.dumps(HOSTILE_NAMES))
+    page.locator("#import-dialog").get_by_role("button", name="Import", exact=True).click()
+    report = page.locator("#import-report")
+    expect(report.locator("[data-kind='repair']")).to_contain_text(
+        f'tool call c1" onmouseover="{PWN} (tool{PWN})'
+    )
+    page.get_by_role("button", name="Open the conversation").click()
+    card = page.locator(".tool-card").last
+    expect(card).to_have_attribute("data-state", "synthesized")
+    expect(card.locator(".tool-name")).to_have_text(f"tool{PWN}")
+    expect(card.locator(".args")).to_have_text(PWN)
+    expect(page.locator("#conversations li").first).to_contain_text(f"{PWN} first prompt")
+    expect(page.locator("#conv-title")).to_contain_text("<img src=x")
+    expect(page.locator("body img, body script, [onmouseover], [onerror]")).to_have_count(0)
+    assert page.evaluate("window.__pwned") is None
+
+
 def test_pathological_markdown_renders_instead_of_freezing_the_page(service: Service, alice: Tab) -> None:
     cid = imported(service, "alice", assistant_says(PATHOLOGICAL))
     page = alice.page
@@ -105,18 +139,21 @@ def test_pathological_markdown_renders_instead_of_freezing_the_page(service: Ser
 def test_crafted_links_neither_sign_out_nor_reach_another_path(service: Service, alice: Tab) -> None:
     page = alice.page
     alice.allow.append(re.compile(r"status of 404"))
-    paths: list[str] = []
-    page.on("request", lambda r: paths.append(r.url.removeprefix(service.url).split("?", 1)[0]))
+    urls: list[str] = []
+    page.on("request", lambda r: urls.append(r.url))
     for link in ("#c/..", "#c/."):
         page.goto(f"{service.url}/{link}")
         expect(page.locator("#messages")).to_contain_text("does not exist")
     # "/v1/conversations/.." would resolve to "/v1/runs", "/v1/conversations/." to "/v1/conversations/runs"
+    paths = [url.removeprefix(service.url).split("?", 1)[0] for url in urls]
     assert not [p for p in paths if p in ("/v1/runs", "/v1/conversations/runs", "/v1/", "/v1/conversations/")]
     page.goto(f"{service.url}/#c/%E0%A4%A")  # not valid percent-encoding
     page.reload()
     expect(page.locator("#messages")).to_contain_text("does not exist")
     expect(page.locator("#app")).to_be_visible()  # still signed in
     assert page.evaluate("sessionStorage.getItem('tether.token')") == service.tokens["alice"]
+    assert page.evaluate("localStorage.length") == 0
+    assert not [url for url in urls if service.tokens["alice"] in url]  # never in a URL
 
 
 def test_a_service_failing_at_load_keeps_the_token_and_signs_in_when_it_answers(
