@@ -126,6 +126,36 @@ def test_hostile_names_ids_and_arguments_stay_text_in_the_report_cards_and_list(
     assert page.evaluate("window.__pwned") is None
 
 
+def test_a_call_id_reused_in_a_later_turn_keeps_both_cards_and_results(service: Service, alice: Tab) -> None:
+    """Some models number their calls per turn ("call_0" every time): the first turn's card and
+    result were removed from the page when the second turn's card was drawn."""
+
+    def turn(n: int) -> list[dict[str, Any]]:
+        call = {"type": "tool-call", "id": "call_0", "name": "lookup", "arguments": f'{{"q": {n}}}'}
+        result = {
+            "type": "tool-result",
+            "callId": "call_0",
+            "name": "lookup",
+            "content": [{"type": "text", "text": f"result {n}"}],
+        }
+        return [
+            {"role": "user", "parts": [{"type": "text", "text": f"question {n}"}]},
+            {"role": "assistant", "parts": [call]},
+            {"role": "tool", "parts": [result]},
+            {"role": "assistant", "parts": [{"type": "text", "text": f"answer {n}"}]},
+        ]
+
+    cid = imported(service, "alice", turn(1) + turn(2))
+    page = alice.page
+    page.goto(f"{service.url}/#c/{cid}")
+    expect(stored_answers(alice).last).to_contain_text("answer 2")
+    cards = page.locator(".tool-card")
+    expect(cards).to_have_count(2)
+    expect(cards.nth(0).locator(".result-text")).to_have_text("result 1")
+    expect(cards.nth(1).locator(".result-text")).to_have_text("result 2")
+    expect(cards.nth(0).locator(".args")).to_contain_text('"q": 1')
+
+
 def test_pathological_markdown_renders_instead_of_freezing_the_page(service: Service, alice: Tab) -> None:
     cid = imported(service, "alice", assistant_says(PATHOLOGICAL))
     page = alice.page

@@ -184,8 +184,9 @@ export class ConversationView {
 
   // -- tool cards ---------------------------------------------------------------------------------
   card(callId, name, args) {
-    const existing = callId ? this.cards.get(callId) : null;
-    if (existing) existing.remove();
+    // A call id names the latest card made for it: a result pairs with the call just before it.
+    // An earlier card of the same id stays (a model may reuse "call_0" every turn); a live card
+    // goes with the live message the completed one replaces.
     const pretty = prettyArguments(args ?? "");
     const argsPre = h("pre", { class: "args", text: pretty.text });
     const status = h("span", { class: "tool-status", text: "waiting" });
