@@ -82,6 +82,21 @@ class SlowWords:
         yield self._response(message)
 
 
+class ReusedIds(SlowWords):
+    """Calls ``lookup`` in two steps with the same call id ``call_0`` (as models that number their
+    calls per step do), then answers ``done``."""
+
+    def _reply(self, messages: Sequence[Message]) -> Message:
+        prompt = max(i for i, m in enumerate(messages) if m.role == "user")
+        if sum(m.role == "tool" for m in messages[prompt:]) < 2:
+            return Message("assistant", (ToolCall("call_0", "lookup", "{}"),))
+        return Message("assistant", (Text("done"),))
+
+
+def reused_ids() -> ReusedIds:
+    return ReusedIds(words=1, delay=0.0)
+
+
 def slow_words() -> SlowWords:
     return SlowWords()
 

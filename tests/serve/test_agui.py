@@ -34,6 +34,8 @@ def check_order(events: list[dict[str, Any]]) -> None:
     assert events[0]["type"] == "RUN_STARTED"
     terminal = [i for i, e in enumerate(events) if e["type"] in ("RUN_FINISHED", "RUN_ERROR")]
     assert terminal == [len(events) - 1], [e["type"] for e in events]
+    ids = [e["messageId"] for e in events if e["type"] in ("TEXT_MESSAGE_START", "TOOL_CALL_RESULT")]
+    assert len(ids) == len(set(ids)), ids  # message ids are unique in a run
     open_text: set[str] = set()
     open_reasoning: set[str] = set()
     calls: dict[str, str] = {}
@@ -55,7 +57,7 @@ def check_order(events: list[dict[str, Any]]) -> None:
         elif kind == "REASONING_MESSAGE_END":
             open_reasoning.remove(e["messageId"])
         elif kind == "TOOL_CALL_START":
-            assert e["toolCallId"] not in calls
+            assert calls.get(e["toolCallId"]) != "open"  # an id may come back once its call ended
             assert e.get("parentMessageId", "none") in {*texts, "none"}  # a message that was sent
             calls[e["toolCallId"]] = "open"
         elif kind == "TOOL_CALL_ARGS":

@@ -152,3 +152,21 @@ def test_a_client_tool_answered_without_its_tools_keeps_the_pause(client: httpx.
     (result,) = [p for m in stored if m["role"] == "tool" for p in m["parts"]]
     assert result["content"][0]["text"] == "the map is shown"
     assert "synthesized" not in result
+
+
+def test_a_call_id_reused_in_a_later_step_still_gets_its_result(
+    sqlite_db: Database, servers: Callable[..., Server]
+) -> None:
+    """The second step's ``call_0`` result was taken for the first one's and never sent."""
+    token = add_user(sqlite_db, "alice")
+    server = servers(sqlite_db, model="py:tests.serve.scripted:reused_ids")
+    with server.client(token) as c:
+        events = agui(c, run_input("t-reused", [{"id": "u", "role": "user", "content": "look twice"}]))
+        stored = c.get("/v1/conversations/t-reused").json()["messages"]
+    starts = of(events, "TOOL_CALL_START")
+    results = of(events, "TOOL_CALL_RESULT")
+    assert [e["toolCallId"] for e in starts] == ["call_0", "call_0"]
+    assert [e["toolCallId"] for e in results] == ["call_0", "call_0"]
+    assert [e["content"] for e in results] == ["found it", "found it"]
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert events[-1]["outcome"] == {"type": "success"}

@@ -118,7 +118,7 @@ class Translator:
         self.text: str | None = None  # the open text message
         self.reasoning: str | None = None  # the open reasoning message
         self.streamed: set[tuple[int, int]] = set()  # (step, part index) of text/reasoning sent
-        self.results: set[str] = set()
+        self.results: set[str] = set()  # call ids of this step's results sent (ids may recur in a later step)
         self.users = 0
         self.model: str | None = None
         self.done = False
@@ -220,6 +220,7 @@ class Translator:
         if not self.deltas:  # a message that was not streamed: the next request's
             self.step += 1
         step, self.deltas = self.step, False
+        self.results.clear()  # a model may number its calls per step: "call_0" again is a new call
         texts = [k for k, p in enumerate(message.parts) if isinstance(p, Text) and p.text]
         parent = self._message_id(step, texts[0]) if texts else None  # the text message the calls follow
         for index, part in enumerate(message.parts):
@@ -250,7 +251,7 @@ class Translator:
         if result.call_id in self.results:
             return
         self.results.add(result.call_id)
-        yield _result_event(result, f"{self.prefix}.result.{result.call_id}")
+        yield _result_event(result, f"{self.prefix}.{self.step}.result.{result.call_id}")
 
     def _paused(self, event: RunPausedEvent) -> Json:
         approvals = [c for c in event.calls if c.kind == "approval"]
