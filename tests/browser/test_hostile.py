@@ -156,6 +156,39 @@ def test_a_call_id_reused_in_a_later_turn_keeps_both_cards_and_results(service: 
     expect(cards.nth(0).locator(".args")).to_contain_text('"q": 1')
 
 
+def test_long_unbroken_text_wraps_on_a_phone_and_keeps_a_cards_status_in_sight(
+    service: Service, open_tab: Callable[..., Tab]
+) -> None:
+    """A 3,000-character tool name pushed the card's status ("no real result") out of the
+    screen, and a long media URL made the conversation scroll sideways."""
+    long = "x" * 3000
+    history = [
+        {
+            "role": "user",
+            "parts": [{"type": "text", "text": long}, {"type": "image", "url": f"https://e.example/{long}"}],
+        },
+        {
+            "role": "assistant",
+            "parts": [{"type": "tool-call", "id": f"c{long}", "name": f"n{long}", "arguments": long}],
+        },
+        {"role": "user", "parts": [{"type": "text", "text": "next"}]},
+    ]
+    cid = imported(service, "alice", history)
+    tab = open_tab(service.url, viewport=(390, 844))
+    sign_in(tab, service.tokens["alice"])
+    page = tab.page
+    page.goto(f"{service.url}/#c/{cid}")
+    status = page.locator(".tool-card .tool-status")
+    expect(status).to_have_text("no real result")
+    status.scroll_into_view_if_needed()
+    shot(tab, "16-phone-long-text")
+    expect(status).to_be_in_viewport(ratio=1)
+    assert page.evaluate(
+        "(() => { const m = document.getElementById('messages'); return m.scrollWidth <= m.clientWidth; })()"
+    )
+    shot(tab, "16-phone-long-text")
+
+
 def test_pathological_markdown_renders_instead_of_freezing_the_page(service: Service, alice: Tab) -> None:
     cid = imported(service, "alice", assistant_says(PATHOLOGICAL))
     page = alice.page
