@@ -96,7 +96,8 @@ _AGUI: tuple[str | tuple[tuple[str, str], list[tuple[str, str]]], ...] = (
 `POST /v1/agui` of `tether serve` speaks AG-UI 1.0 ([docs/serve.md](serve.md#ag-ui), decisions
 in [ADR 0013](adr/0013-web-page-and-agui.md)). The client's messages are untrusted: they are
 converted as below, then sanitized; what was dropped is reported in the `CUSTOM` event
-`tether.input` (`losses`, `sanitize`, `ignoredFields`).
+`tether.input` (`losses`, `sanitize`, `ignoredFields`), every index in it a position in the
+client's `messages` (and `content` lists).
 
 From a client (`RunAgentInput`):
 """,
