@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tether import Message, Reasoning, Text, ToolCall, assistant, dumps, loads
 from tether.agent import (
     Agent,
+    Compaction,
     MessageCompleted,
     ReasoningEvent,
     RunCompleted,
@@ -35,8 +36,10 @@ from tether.models import (
     ToolCallDelta,
     ToolDefinition,
 )
+from tether.models.testing import FunctionModel
 from tether.stores import Store
 
+from .compaction_data import task_conversation
 from .scripts import Script
 
 EMOJI = "\U0001f600"
@@ -254,3 +257,21 @@ def test_deltas_never_carry_a_lone_half_and_add_up_to_the_accepted_text(deltas: 
     assert "".join(out) == valid_text("".join(deltas))
     if not SURROGATE.search("".join(deltas)):
         assert all(a is b for a, b in zip(out, deltas, strict=True))  # untouched, not copied
+
+
+async def test_a_summary_holding_surrogate_halves_is_kept_as_valid_unicode(store: Store) -> None:
+    history, _ = task_conversation(301)
+    await store.create("alice", "long")
+    await store.append("alice", "long", history, expected_version=0)
+    summarizer = FunctionModel(lambda messages, info: f"sum {HIGH}{LOW} \ud800", name="summarizer")
+    seen: list[list[Message]] = []
+    model = FunctionModel(lambda messages, info: seen.append(list(messages)) or "ok")
+    compaction = Compaction(summarizer=summarizer, window=20_000, strategies=("summarize",))
+    result = await Agent(model, compaction=compaction).run(
+        "next", store=store, owner="alice", conversation_id="long"
+    )
+    assert result.output == "ok"
+    assert result.compactions[0].error is None
+    [record] = await store.records("alice", "long")
+    assert record.summary == f"sum {EMOJI} \ufffd"
+    assert record.summary in seen[-1][0].text  # the model got the summary it was given
