@@ -137,3 +137,30 @@ def tools() -> list[Tool[Any]]:
         function_tool(requires_approval=True)(delete_files),
         function_tool(lookup),
     ]
+
+
+class SplitEmoji(SlowWords):
+    """Streams ``smile 😀 done`` with the emoji's UTF-16 pair split across two text deltas (each
+    half alone, as JSON decoding makes of a server that cuts a chunk inside the pair); the final
+    message holds both halves side by side, as a driver that concatenates its deltas builds it."""
+
+    HALVES = ("smile \ud83d", "\ude00 done")
+
+    def _reply(self, messages: Sequence[Message]) -> Message:
+        return Message("assistant", (Text("".join(self.HALVES)),))
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        for half in self.HALVES:
+            yield TextDelta(0, half)
+        yield self._response(self._reply(messages))
+
+
+def split_emoji() -> SplitEmoji:
+    return SplitEmoji(words=2, delay=0.0)

@@ -16,6 +16,7 @@ from tether.history import approximate_counter, summary_input
 from tether.messages import Message, Text, Usage
 from tether.models import Model, ModelSettings
 
+from ._accept import valid_text
 from ._compaction_config import SUMMARY_REQUEST, Compaction
 
 __all__ = ["Plan", "Summary", "SummaryFailed", "write_summary"]
@@ -84,7 +85,7 @@ async def write_summary(
                 response = await model.generate(request, instructions=config.prompt, settings=settings)
                 calls += 1
                 usage = usage + response.usage
-                summary = response.message.text.strip()
+                summary = valid_text(response.message.text).strip()  # no lone surrogate half
                 if response.stop_reason in _BAD_STOPS:
                     raise SummaryFailed(f"the summarizer stopped with {response.stop_reason!r}")
                 if not summary:

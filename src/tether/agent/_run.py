@@ -38,6 +38,7 @@ from tether.history import close_calls, normalize_history
 from tether.messages import Message, new_id
 from tether.models import ModelResponse, ReasoningDelta, TextDelta, ToolCallDelta
 
+from ._accept import DeltaText, accept_response, valid_text
 from ._approvals import Deferred, DeferredResults, PendingCall, TokenClaims, mint_token, turn_digest
 from ._config import Prompt, RunConfig
 from ._context import MessagesView, RunContext
@@ -462,6 +463,7 @@ class Run:
                 "assistant message",
                 stage="model",
             )
+        response = accept_response(response, s.run_id, s.requests + 1)
         s.streamed.clear()
         s.requests += 1
         s.usage = s.usage + response.usage
@@ -476,22 +478,30 @@ class Run:
         stream = cfg.model.stream(
             view, instructions=self.instructions, tools=cfg.definitions, settings=cfg.settings
         )
+        valid = DeltaText()  # no delta reaches an event with half of a surrogate pair
         async for event in stream:
             kind = type(event)
             if kind is TextDelta:
                 delta = cast(TextDelta, event)
-                s.streamed.append(delta.text)
-                emit(TextEvent(s.run_id, s.conversation_id, step, delta.index, delta.text))
+                text = valid.text(delta.index, delta.text)
+                s.streamed.append(text)
+                emit(TextEvent(s.run_id, s.conversation_id, step, delta.index, text))
             elif kind is ReasoningDelta:
                 rdelta = cast(ReasoningDelta, event)
-                emit(ReasoningEvent(s.run_id, s.conversation_id, step, rdelta.index, rdelta.text))
+                text = valid.reasoning(rdelta.index, rdelta.text)
+                emit(ReasoningEvent(s.run_id, s.conversation_id, step, rdelta.index, text))
             elif kind is ToolCallDelta:
                 c = cast(ToolCallDelta, event)
-                emit(
-                    ToolCallDeltaEvent(s.run_id, s.conversation_id, step, c.index, c.id, c.name, c.arguments)
-                )
+                name = c.name if c.name is None else valid_text(c.name)
+                call_id = c.id if c.id is None else valid_text(c.id)
+                arguments = valid.arguments(c.index, c.arguments)
+                emit(ToolCallDeltaEvent(s.run_id, s.conversation_id, step, c.index, call_id, name, arguments))
             elif kind is ModelResponse:
                 final = cast(ModelResponse, event)
+        for held in valid.flush(s.run_id, s.conversation_id, step):  # halves whose pair never came
+            if type(held) is TextEvent:
+                s.streamed.append(held.text)
+            emit(held)
         if final is None:
             raise ModelError("the model stream ended without a final response", stage="model")
         return final
