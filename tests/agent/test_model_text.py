@@ -40,7 +40,7 @@ from tether.models.testing import FunctionModel
 from tether.stores import Store
 
 from .compaction_data import task_conversation
-from .scripts import Script
+from .scripts import Script, calls
 
 EMOJI = "\U0001f600"
 HIGH, LOW = "\ud83d", "\ude00"  # EMOJI's UTF-16 pair
@@ -231,6 +231,36 @@ async def test_lone_surrogates_in_a_tool_calls_name_and_arguments_become_u_fffd(
     assert [c.name for c in calls] == ["echo", "e\ufffd"]
     assert calls[0].arguments == '{"s": "a\ufffd"}'
     assert result.new_messages[2].tool_results[1].failed  # the unknown tool, now with a name JSON carries
+    assert (await store.load("alice", result.conversation_id)).messages == result.messages
+
+
+async def test_a_tools_output_holding_surrogate_halves_is_stored_as_valid_unicode(store: Store) -> None:
+    """A tool that reads bytes with ``surrogateescape``, returns a structure holding a lone half,
+    or fails quoting one: the results carry U+FFFD (or the joined pair) and the run is stored."""
+
+    def read(name: str) -> str:
+        """Read a file."""
+        return b"caf\xe9 ok".decode("utf-8", "surrogateescape")
+
+    def stat(name: str) -> dict[str, str]:
+        """Stat a file."""
+        return {"name\udc80": f"x{HIGH}{LOW}"}
+
+    def broken(name: str) -> str:
+        """Fail."""
+        raise ValueError("cannot open \udcff")
+
+    script = Script(
+        calls(*((f"c{i}", tool, '{"name": "a"}') for i, tool in enumerate(["read", "stat", "broken"], 1))),
+        "done",
+    )
+    result = await Agent(script.model, tools=[read, stat, broken]).run("hi", store=store, owner="alice")
+    texts = [r.content[0].text for r in result.new_messages[2].tool_results]  # type: ignore[union-attr]
+    assert texts[0] == "caf\ufffd ok"
+    assert texts[1] == '{"name\ufffd":"x' + EMOJI + '"}'
+    assert "cannot open \ufffd" in texts[2]
+    assert result.new_messages[2].tool_results[2].failed
+    assert not any(SURROGATE.search(t) for t in texts)
     assert (await store.load("alice", result.conversation_id)).messages == result.messages
 
 

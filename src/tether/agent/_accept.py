@@ -21,12 +21,12 @@ from typing import Final
 
 from msgspec.structs import replace
 
-from tether.messages import Message, Part, Reasoning, Text, ToolCall
+from tether.messages import Message, Part, Reasoning, Text, ToolCall, ToolResult
 from tether.models import ModelResponse
 
 from ._result import ReasoningEvent, TextEvent, ToolCallDeltaEvent
 
-__all__ = ["REPLACEMENT", "DeltaText", "accept_message", "accept_response", "valid_text"]
+__all__ = ["REPLACEMENT", "DeltaText", "accept_message", "accept_response", "valid_result", "valid_text"]
 
 _log = logging.getLogger("tether.agent")
 
@@ -51,6 +51,18 @@ def valid_text(text: str) -> str:
     """``text`` as valid Unicode: each high half followed by a low half joined into its character,
     every other half replaced by U+FFFD; ``text`` itself when it holds no half."""
     return _join(text) if _suspect(text) else text
+
+
+def valid_result(result: ToolResult) -> ToolResult:
+    """``result`` with its text made valid Unicode (a tool's output: a file read with
+    ``surrogateescape``, an exception quoting bytes); ``result`` itself when nothing changes."""
+    content = tuple(
+        replace(p, text=valid_text(p.text)) if type(p) is Text and _suspect(p.text) else p
+        for p in result.content
+    )
+    if any(a is not b for a, b in zip(content, result.content, strict=True)):
+        return replace(result, content=content)
+    return result
 
 
 def _lone(before: str, after: str) -> int:

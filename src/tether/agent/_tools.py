@@ -19,8 +19,9 @@ from tether.errors import ToolCanceled, UserError
 from tether.messages import Document, Image, ResultPart, Text, ToolCall, ToolResult
 from tether.models import ToolDefinition
 
+from ._accept import valid_text
 from ._context import RunContext
-from ._schema import Validator, describe_validation_error, doc_parts, dumps_json
+from ._schema import Validator, describe_validation_error, doc_parts, dumps_json, to_jsonable
 
 __all__ = ["ArgumentsInvalid", "Tool", "ToolCanceled", "as_tools", "function_tool", "result_content"]
 
@@ -259,6 +260,8 @@ def result_content(value: Any) -> tuple[tuple[ResultPart, ...], bool]:
 
     ``str`` becomes text; parts pass through; a ``ToolResult`` gives its content and ``failed``
     flag; anything else (dataclass, Struct, pydantic model, dict, list, number, ``None``) is JSON.
+    A value holding a lone surrogate half (which JSON cannot carry) is shown with U+FFFD in its
+    place; text parts are made valid where the run adds the results (``valid_result``).
     """
     if isinstance(value, str):
         return (Text(value),), False
@@ -271,6 +274,19 @@ def result_content(value: Any) -> tuple[tuple[ResultPart, ...], bool]:
         if items and all(isinstance(v, _RESULT_TYPES) for v in items):
             return tuple(cast(Sequence[ResultPart], items)), False
     try:
-        return (Text(dumps_json(value)),), False
+        try:
+            return (Text(dumps_json(value)),), False
+        except UnicodeEncodeError:  # a string inside holds a lone surrogate half
+            return (Text(dumps_json(_valid_strings(to_jsonable(value)))),), False
     except (TypeError, NotImplementedError) as exc:
         return (Text(f"the tool returned a value that cannot be shown as JSON: {exc}"),), True
+
+
+def _valid_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {_valid_strings(k): _valid_strings(v) for k, v in cast(dict[Any, Any], value).items()}
+    if isinstance(value, list):
+        return [_valid_strings(v) for v in cast(list[Any], value)]
+    return value

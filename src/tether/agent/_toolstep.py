@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from tether.errors import OutputValidationError, RunCanceled, RunError, RunStage, StoreError, ToolError
 from tether.messages import Message, Text, ToolCall, ToolResult
 
+from ._accept import valid_result
 from ._batch import UNKNOWN_OUTCOME_TEXT, BatchCanceled, Job, ToolRaised, canceled_result, run_jobs
 from ._config import RunConfig
 from ._context import RunContext
@@ -80,7 +81,7 @@ class ToolStep:
         run.add(results)
 
     def _add_results(self, message: Message, results: list[ToolResult | None]) -> None:
-        done = tuple(r for r in results if r is not None)
+        done = tuple(valid_result(r) for r in results if r is not None)
         if done:
             s = self.run.state
             self.add_tool_message(
