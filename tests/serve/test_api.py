@@ -4,7 +4,9 @@ errors as JSON bodies with a fitting status, limits, security headers, no CORS, 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -237,3 +239,74 @@ def test_other_sites_cannot_post_to_the_api(client: httpx.Client) -> None:
     assert "cross-origin" in foreign.json()["error"]["message"]
     same = client.post("/v1/conversations", headers={"Origin": str(client.base_url).rstrip("/")})
     assert same.status_code == 201
+
+
+def test_a_client_gone_mid_body_leaves_no_traceback(api: tuple[Server, str, str]) -> None:
+    server, alice, _ = api
+    head = (
+        f"POST /v1/conversations/import HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        f"Authorization: Bearer {alice}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(head.encode() + b'{"data": [')  # then the client goes away
+    with server.client(alice) as client:  # the server goes on, and its log has no traceback
+        for _ in range(3):
+            assert client.get("/v1/me").status_code == 200
+    assert "Traceback" not in server.log()
+    assert "ClientDisconnect" not in server.log()
+
+
+def test_two_authorization_headers_are_401(api: tuple[Server, str, str]) -> None:
+    server, alice, _ = api
+    both = [("Authorization", f"Bearer {alice}"), ("Authorization", "Bearer tth_forged")]
+    for headers in (both, both[::-1]):
+        r = httpx.get(f"{server.url}/v1/me", headers=headers)
+        assert r.status_code == 401
+        assert r.json()["error"]["message"] == "several Authorization headers: send exactly one"
+
+
+def test_creating_a_taken_id_is_409_saying_it_exists(client: httpx.Client) -> None:
+    assert client.post("/v1/conversations", json={"id": "taken-1"}).status_code == 201
+    again = client.post("/v1/conversations", json={"id": "taken-1"})
+    assert again.status_code == 409
+    assert again.json()["error"]["message"] == "conversation 'taken-1' already exists (with 0 messages)"
+
+
+def test_errors_do_not_echo_huge_client_values(client: httpx.Client) -> None:
+    huge = "x" * 100_000
+    r = client.post("/v1/conversations/import", json={"format": huge, "data": []})
+    assert r.status_code == 400
+    assert len(r.content) < 1000
+
+
+def test_a_fork_never_ends_inside_a_tool_step(
+    db: Database, servers: Callable[..., Server], effects: Path
+) -> None:
+    """A copy ending between a call and its result would answer the call "interrupted before
+    execution" although the tool ran (or is running): refused, with the point to fork at."""
+    token = add_user(db, "alice")
+    slow_effect = {"TETHER_TEST_EFFECT_SLEEP": "2"}
+    server = servers(db, model="py:tests.serve.scripted:fast_words", extra_env=slow_effect)
+    with server.client(token) as client:
+        cid = new_conversation(client)
+        run_id = start_run(client, cid, "use tool charge_card please")
+        deadline = time.monotonic() + 10
+        while not effects.read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        running = client.post(f"/v1/conversations/{cid}/fork")
+        before_call = client.post(f"/v1/conversations/{cid}/fork", json={"at_version": 1})
+        wait_status(client, run_id, ("completed",))
+        split = client.post(f"/v1/conversations/{cid}/fork", json={"at_version": 2})
+        whole = client.post(f"/v1/conversations/{cid}/fork")
+        copied = client.get(f"/v1/conversations/{whole.json()['id']}").json()["messages"]
+        source = client.get(f"/v1/conversations/{cid}").json()["messages"]
+    assert running.status_code == 409, running.text
+    assert "tool step in progress at message 1" in running.json()["error"]["message"]
+    assert before_call.status_code == 201
+    assert split.status_code == 422, split.text
+    message = split.json()["error"]["message"]
+    assert message.startswith("$.at_version: 2 separates the tool calls of message 1 ")
+    assert whole.status_code == 201
+    assert copied == source
+    assert effects.read_text().splitlines() == ["charged"]

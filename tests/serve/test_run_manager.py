@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -18,7 +21,10 @@ from tests.serve.scripted import SlowWords, tools
 from tether.agent import UNKNOWN_OUTCOME_TEXT, Agent
 from tether.messages import Message, Text, ToolCall, user
 from tether.serve import Caller, RunManager
+from tether.serve._runs import decode_pause
+from tether.serve._schemas import Decision, DecisionsIn
 from tether.stores import MemoryStore
+from tether.stores._events import RunRecord
 from tether.stores._events_memory import MemoryEventLog
 from tether.telemetry import Telemetry
 
@@ -172,3 +178,46 @@ async def test_without_telemetry_the_incoming_trace_id_still_goes_on_the_events(
     assert {e.get("trace_id") for e in events} == {TRACE}
     plain = await _traced_run({}, Telemetry(enabled=False))
     assert all("trace_id" not in e for e in plain)
+
+
+class _DecidedFirst(MemoryEventLog):
+    """A log where a decision is accepted just before Stop's compare-and-set on the paused run."""
+
+    race: Callable[[], Awaitable[object]] | None = None
+
+    async def take_over(self, run_id: str, **change: Any) -> RunRecord | None:
+        if change.get("to_status") == "canceled" and self.race is not None:
+            race, self.race = self.race, None
+            await race()
+        return await super().take_over(run_id, **change)
+
+
+async def test_stop_racing_an_accepted_decision_still_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_TEST_EFFECTS", str(tmp_path / "effects"))
+    store, log = MemoryStore(), _DecidedFirst()
+    manager = _manager(store, log, words=200, delay=0.01)
+    await manager.open()
+    try:
+        cid = await store.create("alice")
+        run = await manager.start(Caller("alice"), cid, "use tool delete_files now")
+
+        async def paused() -> bool:
+            return (await log.get_run("alice", run.run_id)).status == "paused"
+
+        await _until(paused)
+        record = await log.get_run("alice", run.run_id)
+        assert record.pause is not None
+        pause = decode_pause(record.pause)
+        approve = DecisionsIn(pause.pause_id, [Decision(c.call.id or "", "approve") for c in pause.calls])
+        log.race = lambda: manager.decide(Caller("alice"), run.run_id, approve)
+        stopped = await manager.cancel(Caller("alice"), run.run_id)
+    finally:
+        await manager.close()
+    assert log.race is None  # the decision was accepted first
+    assert stopped.status == "canceled"
+    events = [json.loads(e.data)["type"] for e in await log.read("alice", run.run_id)]
+    assert events.count("run.resumed") == 1
+    assert events[-1] == "run.canceled"
+    assert sum(t == "text.delta" for t in events) < 200

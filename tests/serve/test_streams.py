@@ -4,8 +4,10 @@ processes, real HTTP on loopback, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
+import httpx
 from tests.serve._serve_support import (
     Database,
     Server,
@@ -17,6 +19,9 @@ from tests.serve._serve_support import (
     wait_status,
 )
 from tests.serve.scripted import WORDS
+
+from tether.serve._sse import follow_log
+from tether.stores._events_memory import MemoryEventLog
 
 PROMPT = "tell me the words"
 
@@ -159,3 +164,49 @@ def test_cancel_mid_answer_stores_the_text_streamed_so_far(
     assert stored[0]["parts"][0]["text"] == PROMPT
     assert stored[1]["stopReason"] == "canceled"
     assert stored[1]["parts"][0]["text"] == streamed
+
+
+def test_a_last_event_id_the_run_has_not_reached_is_400(db: Database, servers: Callable[..., Server]) -> None:
+    """No stream ever sent it; waiting for it would keep the stream open after the run ended."""
+    token = add_user(db, "alice")
+    server = servers(db)
+
+    def ask(
+        client: httpx.Client, run_id: str, after: int, *, header: bool = True, finished: bool = False
+    ) -> tuple[int, bytes]:
+        headers = {"Last-Event-ID": str(after)} if header else {}
+        params = {} if header else {"after": after}
+        with client.stream("GET", f"/v1/runs/{run_id}/events", headers=headers, params=params) as r:
+            # a 200 for a running run would stream on: read only an error, or a finished run's stream
+            return r.status_code, (r.read() if r.status_code != 200 or finished else b"")
+
+    with server.client(token) as client:
+        run_id = start_run(client, new_conversation(client), PROMPT)
+        running = ask(client, run_id, 1000)
+        by_query = ask(client, run_id, 1000, header=False)
+        last = wait_status(client, run_id, ("completed",))["last_seq"]
+        past = ask(client, run_id, last + 1, finished=True)
+        at_the_end = ask(client, run_id, last, finished=True)
+    for status, body in (running, by_query, past):
+        assert status == 400, body
+        assert b"past the last event" in body
+    assert at_the_end[0] == 200
+    assert b"data:" not in at_the_end[1]  # nothing after the last event, and the stream ended
+
+
+async def test_a_reader_waiting_past_the_last_event_stops_once_the_run_ends() -> None:
+    """``follow_log`` re-reads the run at each keep-alive: a reader whose resume point the run
+    never reaches (an AG-UI resume, a log rewritten under it) does not ping for ever."""
+    log = MemoryEventLog()
+    record = await log.start_run("alice", "c1", "r1", "p1", b'{"type":"run.started"}')
+    batches: list[object] = []
+
+    async def read() -> None:
+        async for batch in follow_log(log, record, after=10, ping_interval=0.05):
+            batches.append(batch)
+
+    reader = asyncio.create_task(read())
+    await log.append("r1", "p1", [b'{"type":"text.delta"}', b'{"type":"run.completed"}'], status="completed")
+    await asyncio.wait_for(reader, timeout=10)
+    assert batches
+    assert all(b is None for b in batches)  # keep-alives only: nothing after event 10

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ._errors import ApiError
@@ -147,11 +147,14 @@ async def read_json(request: Request, kind: Any, limit: int, *, required: bool =
         raise ApiError(413, f"request body of {declared} bytes is over the limit (max_body_bytes={limit})")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"request body is over the limit (max_body_bytes={limit})")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"request body is over the limit (max_body_bytes={limit})")
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client went away mid-body: nothing to answer, nothing to log
+        raise ApiError(400, "the client closed the connection before sending the whole body") from None
     data = b"".join(chunks)
     if not data.strip():
         if required:

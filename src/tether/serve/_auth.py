@@ -32,7 +32,10 @@ class Authenticator:
         }
         if self.users is None:
             return Caller(LOCAL_OWNER, headers)
-        header = request.headers.get("authorization", "")
+        given = request.headers.getlist("authorization")
+        if len(given) > 1:  # which one counts would be up to each proxy on the way: refuse
+            raise ApiError(401, "several Authorization headers: send exactly one", headers=_CHALLENGE)
+        header = given[0] if given else ""
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise ApiError(

@@ -7,7 +7,7 @@ import logging
 from starlette.responses import Response
 
 from tether.convert import FORMATS
-from tether.history import sanitize_history
+from tether.history import check_history, sanitize_history
 from tether.models.wire import ConversionReport
 from tether.stores import ConversationInfo
 
@@ -55,6 +55,31 @@ def summary(info: ConversationInfo) -> ConversationSummary:
 
 def _losses(report: ConversionReport) -> list[LossOut]:
     return [LossOut(x.message, x.part, x.kind, x.what, x.reason) for x in report.losses]
+
+
+async def _fork_point(call: Call[ForkIn], owner: str, cid: str, at_version: int | None) -> int | None:
+    """The version to fork at (pinned: a run may append meanwhile); refuses a point that leaves a
+    tool call of the copied messages without its result."""
+    loaded = await call.state.store.load(owner, cid)
+    at = loaded.version if at_version is None else at_version
+    if not 0 <= at <= loaded.version:
+        return at_version  # the store names the bad version
+    open_call = next((p for p in check_history(loaded.messages[:at]) if p.kind == "missing-result"), None)
+    if open_call is None:
+        return at
+    where = f"message {open_call.message} (call {open_call.call_id!r})"
+    active = await call.state.events.runs(owner, cid, limit=1, active_only=True)
+    if active and at == loaded.version:
+        raise ApiError(
+            409,
+            f"conversation {cid!r} has a tool step in progress at {where} in run {active[0].run_id!r}: "
+            f"fork once the run ends, or at_version <= {open_call.message}",
+        )
+    raise ApiError(
+        422,
+        f"$.at_version: {at} separates the tool calls of {where} from their results; fork at "
+        f"{open_call.message} or after the results",
+    )
 
 
 def register(api: Api) -> None:
@@ -108,7 +133,9 @@ def register(api: Api) -> None:
         naming the limit). The ``SanitizeReport`` is returned and logged."""
         fmt = FORMATS.get(call.body.format.replace("-", "_"))
         if fmt is None:
-            raise ApiError(400, f"$.format: unknown format {call.body.format!r}; one of {', '.join(FORMATS)}")
+            raise ApiError(
+                400, f"$.format: unknown format {call.body.format[:60]!r}; one of {', '.join(FORMATS)}"
+            )
         messages, conversion = fmt.load(call.body.data)
         clean, report = sanitize_history(messages, limits=call.state.config.limits)
         owner = call.caller.owner
@@ -168,13 +195,16 @@ def register(api: Api) -> None:
         body_required=False,
         response=ConversationCreated,
         status=201,
-        errors=(400, 401, 404, 413, 422),
+        errors=(400, 401, 404, 409, 413, 422),
         tags=_TAGS,
     )
     async def fork_conversation(call: Call[ForkIn]) -> Response:
-        new = await call.state.store.fork(
-            call.caller.owner, call.path("conversation_id"), call.body.at_version
-        )
+        """A fork never ends inside a tool step: the copy would answer the open calls "interrupted
+        before execution" although the tools ran, or may be running (409 while the conversation
+        has an active run, else 422 naming the message)."""
+        owner, cid = call.caller.owner, call.path("conversation_id")
+        at = await _fork_point(call, owner, cid, call.body.at_version)
+        new = await call.state.store.fork(owner, cid, at)
         return json_response(ConversationCreated(new), 201)
 
     @api.route(

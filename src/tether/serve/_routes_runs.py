@@ -10,7 +10,7 @@ from ._api import Api, Call, Query, json_response, query_int
 from ._errors import ApiError
 from ._runs import decode_pause
 from ._schemas import DecisionsIn, PauseOut, PendingCallOut, RunIn, RunList, RunOut
-from ._sse import SSE_HEADERS, event_stream, resume_point
+from ._sse import SSE_HEADERS, check_resume_point, event_stream, resume_point
 
 __all__ = ["check_prompt", "register", "run_out"]
 
@@ -118,6 +118,7 @@ def register(api: Api) -> None:
         gap. The stream ends after the run's last event."""
         after = resume_point(call.request)
         record = await call.state.events.get_run(call.caller.owner, call.path("run_id"))
+        check_resume_point(after, record)
         stream = event_stream(call.state.events, record, after, ping_interval=call.state.config.ping_interval)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 

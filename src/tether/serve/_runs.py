@@ -304,8 +304,9 @@ class RunManager:
         stream = self._streams.get(run_id)
         if stream is not None:
             stream.cancel()
-        else:  # not streaming yet
-            task.cancel()
+        # else the task has not taken its first step (the stream is registered before any await):
+        # ``_drive`` sees the reason and stops the stream at once. Cancelling the task instead would
+        # skip ``_drive`` entirely: no last event, and the run would stay ``running`` for good.
         return True
 
     async def _drive(
@@ -430,7 +431,8 @@ class RunManager:
             raise ApiError(409, f"run {run_id!r} is {record.status}: it has no pending calls to decide")
         pause = decode_pause(record.pause)
         if body.pause_id != pause.pause_id:
-            raise ApiError(409, f"pause {body.pause_id!r} is not the run's current pause {pause.pause_id!r}")
+            given = body.pause_id[:100]
+            raise ApiError(409, f"pause {given!r} is not the run's current pause {pause.pause_id!r}")
         if time.time() > pause.expires_at:
             raise ApiError(409, f"pause {pause.pause_id!r} expired; cancel the run and ask again")
         deferred, summary = _decisions(pause, body)
@@ -453,12 +455,17 @@ class RunManager:
     async def cancel(self, caller: Caller, run_id: str, wait: float = 10.0) -> RunRecord:
         """The explicit Stop. Idempotent: a finished run is returned as it is."""
         record = await self.events.get_run(caller.owner, run_id)
-        if record.status == "paused":
+        while record.status == "paused":
             event = encode_event(RunCanceledEvent(run_id, record.conversation_id, CANCELED_REASON))
-            await self.events.take_over(
+            taken = await self.events.take_over(
                 run_id, from_status="paused", to_status="canceled", event=event, pause_id=record.pause_id
             )
-        elif record.status == "running":
+            if taken is not None:
+                break
+            # a decision won the compare-and-set (the run is running again, on this process or
+            # another): Stop that run rather than answer with it still going
+            record = await self.events.get_run(caller.owner, run_id)
+        if record.status == "running":
             task = self._tasks.get(run_id)
             if task is not None and self._cancel_local(run_id, CANCELED_REASON):
                 await asyncio.wait([task], timeout=wait)
@@ -529,7 +536,7 @@ def _decisions(pause: StoredPause, body: DecisionsIn) -> tuple[DeferredResults, 
         where = f"$.decisions[{i}]"
         stored = calls.get(d.call_id)
         if stored is None:
-            raise ApiError(422, f"{where}.call_id: call {d.call_id!r} is not pending in this pause")
+            raise ApiError(422, f"{where}.call_id: call {d.call_id[:100]!r} is not pending in this pause")
         if d.call_id in summary:
             raise ApiError(422, f"{where}.call_id: call {d.call_id!r} is decided twice")
         if stored.kind == "external" and d.decision != "result":

@@ -13,15 +13,27 @@ from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 
+from tether.errors import NotFound
 from tether.stores._events import TERMINAL, EventLog, LoggedEvent, RunRecord
 
 from ._errors import ApiError
 from ._events import TERMINAL_TYPES, event_type
 
-__all__ = ["SSE_HEADERS", "event_stream", "follow_log", "resume_point"]
+__all__ = ["SSE_HEADERS", "check_resume_point", "event_stream", "follow_log", "resume_point"]
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 _RUN_PREFIX = b'{"type":"run.'
+
+
+def check_resume_point(after: int, record: RunRecord) -> None:
+    """400 for a resume point past the run's last event: no client can have seen it (an event is
+    committed before any reader gets it), and a stream waiting for it would never end."""
+    if after > record.last_seq:
+        raise ApiError(
+            400,
+            f"Last-Event-ID (or after) {after} is past the last event of run {record.run_id!r} "
+            f"({record.last_seq}); resume from an id the stream sent",
+        )
 
 
 def resume_point(request: Request) -> int:
@@ -76,8 +88,20 @@ async def follow_log(
         if left <= 0:
             yield None
             quiet_since = time.monotonic()
+            if await _ended_before(events, record, last):
+                return
             continue
         await events.wait(run_id, last, left)
+
+
+async def _ended_before(events: EventLog, record: RunRecord, last: int) -> bool:
+    """True when the run ended (or is gone) and has no event after ``last``: a reader waiting
+    past its last event stops instead of pinging for ever (checked once per keep-alive)."""
+    try:
+        now = await events.get_run(record.owner, record.run_id)
+    except NotFound:
+        return True
+    return now.status in TERMINAL and last >= now.last_seq
 
 
 async def event_stream(

@@ -42,6 +42,7 @@ __all__ = [
     "check_version",
     "conflict",
     "encode_batch",
+    "exists",
     "fork_point",
     "id_or_new",
     "idle_filter",
@@ -282,6 +283,16 @@ def unknown_call(call_id: str, run_id: str) -> NotFound:
 def not_found(conversation_id: str) -> NotFound:
     """The one NotFound every store raises: identical for a missing and a foreign conversation."""
     return NotFound(f"no conversation {conversation_id!r}")
+
+
+def exists(conversation_id: str, version: int) -> ConflictError:
+    """The error for creating (or forking into) an id that is taken: ``expected`` 0 messages,
+    ``actual`` the existing conversation's version."""
+    return ConflictError(
+        f"conversation {conversation_id!r} already exists (with {version} messages)",
+        expected=0,
+        actual=version,
+    )
 
 
 def conflict(conversation_id: str, expected: int, actual: int) -> ConflictError:

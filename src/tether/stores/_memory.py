@@ -27,8 +27,8 @@ from tether.stores._common import (
     check_purge,
     check_tool_call,
     check_version,
-    conflict,
     encode_batch,
+    exists,
     fork_point,
     id_or_new,
     load_offset,
@@ -129,7 +129,7 @@ class MemoryStore:
             if existing is not None:
                 if exist_ok:
                     return cid
-                raise conflict(cid, 0, len(existing.messages))
+                raise exists(cid, len(existing.messages))
             t = self._clock()
             self._data[(owner, cid)] = _Conversation(next(self._pks), created_at=t, updated_at=t)
         return cid
@@ -217,7 +217,7 @@ class MemoryStore:
             c = self._get(owner, conversation_id)
             at = fork_point(at_version, len(c.messages))
             if (owner, target) in self._data:
-                raise conflict(target, 0, len(self._data[(owner, target)].messages))
+                raise exists(target, len(self._data[(owner, target)].messages))
             copied = c.messages[:at]
             facts = batch_facts(copied)
             t = self._clock()

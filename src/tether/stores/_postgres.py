@@ -32,8 +32,8 @@ from tether.stores._common import (
     check_purge,
     check_tool_call,
     check_version,
-    conflict,
     encode_batch,
+    exists,
     fork_point,
     id_or_new,
     idle_filter,
@@ -189,7 +189,7 @@ class PostgresStore:
             )
             if await cursor.fetchone() is None and not exist_ok:
                 existing = await self._row(conn, owner, cid)
-                raise conflict(cid, 0, existing[2])
+                raise exists(cid, existing[2])
         return cid
 
     async def append(
@@ -364,7 +364,7 @@ class PostgresStore:
             created = await cursor.fetchone()
             if created is None:
                 existing = await self._row(conn, owner, target)
-                raise conflict(target, 0, existing[2])
+                raise exists(target, existing[2])
             copied = codec.copy_rows(owner, conversation_id, target, rows)
             async with conn.cursor() as cur:
                 await cur.executemany(

@@ -33,6 +33,7 @@ from tether.stores._common import (
     check_tool_call,
     conflict,
     encode_batch,
+    exists,
     fork_point,
     id_or_new,
     idle_filter,
@@ -85,7 +86,7 @@ class SQLiteStore(SQLiteSearch):
             if row is not None:
                 if exist_ok:
                     return cid
-                raise conflict(cid, 0, row[0])
+                raise exists(cid, row[0])
             t = self._clock()
             conn.execute(
                 "INSERT INTO tether_conversations (owner, id, created_at, updated_at) VALUES (?, ?, ?, ?)",
@@ -251,7 +252,7 @@ class SQLiteStore(SQLiteSearch):
                 "SELECT version FROM tether_conversations WHERE owner = ? AND id = ?", (owner, target)
             ).fetchone()
             if existing is not None:
-                raise conflict(target, 0, existing[0])
+                raise exists(target, existing[0])
             rows = conn.execute(
                 "SELECT seq, key_id, data FROM tether_messages WHERE id > ? AND id <= ? ORDER BY id",
                 (pk * _SPAN, pk * _SPAN + at),
