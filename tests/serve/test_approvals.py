@@ -111,3 +111,33 @@ def test_decisions_that_do_not_match_the_stored_pause_are_refused(
     assert still["status"] == "paused"
     assert canceled["status"] == "canceled"
     assert effects.read_text() == ""
+
+
+def test_a_deny_reason_over_the_part_limit_is_413_and_the_run_stays_paused(
+    db: Database, servers: Callable[..., Server], effects: Path
+) -> None:
+    """A reason becomes a tool result the conversation keeps: bounded like a prompt."""
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        cid, run_id, run = _paused(client)
+        pause = run["pause"]
+        call_id = pause["calls"][0]["call_id"]
+
+        def deny(reason: str) -> httpx.Response:
+            decision = {"call_id": call_id, "decision": "deny", "reason": reason}
+            return client.post(
+                f"/v1/runs/{run_id}/decisions", json={"pause_id": pause["pause_id"], "decisions": [decision]}
+            )
+
+        huge = deny("n" * (1024 * 1024 + 1))
+        still = client.get(f"/v1/runs/{run_id}").json()["status"]
+        fine = deny("not today")
+        wait_status(client, run_id, ("completed",))
+        messages = client.get(f"/v1/conversations/{cid}").json()["messages"]
+    assert huge.status_code == 413, huge.text[:300]
+    assert huge.json()["error"]["message"] == "$.decisions[0].reason: over the limit (max_part_bytes=1048576)"
+    assert still == "paused"
+    assert fine.status_code == 202
+    assert "not today" in next(m for m in messages if m["role"] == "tool")["parts"][0]["content"][0]["text"]
+    assert effects.read_text() == ""

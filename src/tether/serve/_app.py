@@ -161,6 +161,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
                 heartbeat_interval=config.heartbeat_interval,
                 stale_after=config.stale_after,
                 max_active_runs=config.max_active_runs,
+                max_part_bytes=config.max_part_bytes,
             )
             await state.manager.open()
             try:

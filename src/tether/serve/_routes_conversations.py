@@ -72,8 +72,8 @@ async def _fork_point(call: Call[ForkIn], owner: str, cid: str, at_version: int 
     if active and at == loaded.version:
         raise ApiError(
             409,
-            f"conversation {cid!r} has a tool step in progress at {where} in run {active[0].run_id!r}: "
-            f"fork once the run ends, or at_version <= {open_call.message}",
+            f"conversation {cid!r} has a tool step in progress at {where} (run {active[0].run_id!r} is "
+            f"{active[0].status}): fork once the run ends, or at_version <= {open_call.message}",
         )
     raise ApiError(
         422,

@@ -60,7 +60,7 @@ from ._events import (
     encode_event,
     traced,
 )
-from ._schemas import DecisionsIn
+from ._schemas import Decision, DecisionsIn
 
 __all__ = ["Caller", "RunManager", "StoredCall", "StoredPause"]
 
@@ -191,6 +191,7 @@ class RunManager:
         heartbeat_interval: float = 1.0,
         stale_after: float = 15.0,
         max_active_runs: int = 0,
+        max_part_bytes: int = 0,
     ) -> None:
         self.store = store
         self.events = events
@@ -199,6 +200,8 @@ class RunManager:
         self.heartbeat_interval = heartbeat_interval
         self.stale_after = stale_after
         self.max_active_runs = max_active_runs
+        self.max_part_bytes = max_part_bytes
+        """Bound of a decision's ``reason`` or ``value`` in UTF-8 / JSON bytes, as of a prompt (0: none)."""
         """Active (running or paused) runs a user may have at once, on every process (0: no limit)."""
         self.process_id = new_id()
         self.host = socket.gethostname()
@@ -435,7 +438,7 @@ class RunManager:
             raise ApiError(409, f"pause {given!r} is not the run's current pause {pause.pause_id!r}")
         if time.time() > pause.expires_at:
             raise ApiError(409, f"pause {pause.pause_id!r} expired; cancel the run and ask again")
-        deferred, summary = _decisions(pause, body)
+        deferred, summary = _decisions(pause, body, self.max_part_bytes)
         resumed_event = RunResumedEvent(run_id, record.conversation_id, pause.pause_id, summary)
         event = encode_event(traced(resumed_event, _incoming(caller)))
         before = await self.events.take_over(
@@ -525,9 +528,23 @@ class RunManager:
         return before is not None
 
 
-def _decisions(pause: StoredPause, body: DecisionsIn) -> tuple[DeferredResults, dict[str, str]]:
+def _check_size(decision: Decision, where: str, limit: int) -> None:
+    """413 for a ``reason`` or ``value`` over ``limit`` bytes: it becomes a tool result the
+    conversation keeps, bounded like a prompt or an imported part."""
+    if not limit:
+        return
+    if decision.reason is not None and len(decision.reason.encode("utf-8", "surrogatepass")) > limit:
+        raise ApiError(413, f"{where}.reason: over the limit (max_part_bytes={limit})")
+    if decision.value is not None and len(_encoder.encode(decision.value)) > limit:
+        raise ApiError(413, f"{where}.value: over the limit (max_part_bytes={limit})")
+
+
+def _decisions(
+    pause: StoredPause, body: DecisionsIn, limit: int = 0
+) -> tuple[DeferredResults, dict[str, str]]:
     """The ``DeferredResults`` for ``body`` with the tokens of the stored pause; 422 for a
-    decision on an unknown call, a repeated one, a wrong kind, or a pending call left undecided."""
+    decision on an unknown call, a repeated one, a wrong kind, or a pending call left undecided;
+    413 for a reason or value over ``limit`` bytes."""
     calls = {c.call.id: c for c in pause.calls}
     approvals: dict[str, Approve | Deny] = {}
     results: dict[str, ExternalResult] = {}
@@ -543,6 +560,7 @@ def _decisions(pause: StoredPause, body: DecisionsIn) -> tuple[DeferredResults, 
             raise ApiError(422, f"{where}.decision: call {d.call_id!r} is external and needs a result")
         if stored.kind == "approval" and d.decision == "result":
             raise ApiError(422, f"{where}.decision: call {d.call_id!r} needs approve or deny")
+        _check_size(d, where, limit)
         if d.decision == "approve":
             approvals[d.call_id] = Approve(stored.token)
         elif d.decision == "deny":
