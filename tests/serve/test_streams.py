@@ -5,6 +5,7 @@ processes, real HTTP on loopback, SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 
 import httpx
@@ -210,3 +211,25 @@ async def test_a_reader_waiting_past_the_last_event_stops_once_the_run_ends() ->
     await asyncio.wait_for(reader, timeout=10)
     assert batches
     assert all(b is None for b in batches)  # keep-alives only: nothing after event 10
+
+
+def test_head_on_a_live_stream_answers_the_headers_and_closes(
+    db: Database, servers: Callable[..., Server]
+) -> None:
+    token = add_user(db, "alice")
+    server = servers(db)
+    with server.client(token) as client:
+        run_id = start_run(client, new_conversation(client), "use tool delete_files now")
+        wait_status(client, run_id, ("paused",))  # its stream stays open until a decision
+        request = (
+            f"HEAD /v1/runs/{run_id}/events HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            f"Authorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(request.encode())
+            answer = b""
+            while chunk := sock.recv(4096):  # the server closes the connection once it answered
+                answer += chunk
+        client.post(f"/v1/runs/{run_id}/cancel")
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert b"text/event-stream" in answer

@@ -119,6 +119,8 @@ def register(api: Api) -> None:
         after = resume_point(call.request)
         record = await call.state.events.get_run(call.caller.owner, call.path("run_id"))
         check_resume_point(after, record)
+        if call.request.method == "HEAD":  # the headers only: no stream to keep open until the run ends
+            return Response(media_type="text/event-stream", headers=SSE_HEADERS)
         stream = event_stream(call.state.events, record, after, ping_interval=call.state.config.ping_interval)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
