@@ -4,6 +4,7 @@ conversations and runs answer 404, byte for byte the answer for ones that do not
 from __future__ import annotations
 
 import hashlib
+import socket
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -107,7 +108,9 @@ def test_no_auth_on_loopback_says_so_and_acts_as_local(
     assert "WARNING" in server.log()
 
 
-def test_no_auth_refuses_a_non_loopback_host_header(tmp_path: Path, servers: Callable[..., Server]) -> None:
+def test_no_auth_refuses_a_non_loopback_or_malformed_host_header(
+    tmp_path: Path, servers: Callable[..., Server]
+) -> None:
     db = Database("sqlite", path=tmp_path / "serve.db")
     server = servers(db, model="py:tests.serve.scripted:fast_words", extra=["--no-auth"])
     with server.client(None) as client:
@@ -116,6 +119,20 @@ def test_no_auth_refuses_a_non_loopback_host_header(tmp_path: Path, servers: Cal
         assert (
             client.get("/v1/conversations", headers={"Host": f"localhost:{server.port}"}).status_code == 200
         )
+        for sloppy in (f"localhost:{server.port}@attacker.example", "[::1", "127.0.0.1 attacker.example"):
+            refused = client.get("/v1/conversations", headers={"Host": sloppy})
+            assert refused.status_code == 403, sloppy
+    both = (
+        f"GET /v1/me HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nHost: attacker.example\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(both.encode())
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert b"several Host headers" in answer
 
 
 def test_a_user_over_max_active_runs_gets_429(db: Database, servers: Callable[..., Server]) -> None:

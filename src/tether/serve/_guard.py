@@ -9,6 +9,7 @@ the ``Host`` must also be a loopback name: a page on a rebinding DNS name pointi
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -21,15 +22,21 @@ __all__ = ["check_browser_boundary"]
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\[\]:@/\s]+)(:[0-9]{1,5})?")
+
+
 def _host_name(host: str) -> str:
-    """``host`` without its port (``[::1]:8321`` → ``::1``)."""
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    """``host`` without its port (``[::1]:8321`` → ``::1``); ``""`` unless it is a well-formed
+    ``host[:port]`` (``localhost:80@evil.example`` is not)."""
+    match = _HOST.fullmatch(host)
+    return match.group(1).strip("[]") if match else ""
 
 
 def check_browser_boundary(request: Request, *, auth: bool) -> None:
-    host = request.headers.get("host", "")
+    hosts = request.headers.getlist("host")
+    if len(hosts) > 1:
+        raise ApiError(400, "several Host headers: send exactly one")
+    host = hosts[0] if hosts else ""
     if not auth and not is_loopback(_host_name(host).lower()):
         raise ApiError(403, f"Host {host[:100]!r} is not a loopback name (the service runs with --no-auth)")
     origin = request.headers.get("origin")
