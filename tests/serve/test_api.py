@@ -185,6 +185,19 @@ def test_unknown_routes_and_methods_are_json_errors(client: httpx.Client) -> Non
     assert "error" in bad_id.json()
 
 
+def test_a_trailing_slash_is_a_json_404_not_a_redirect(api: tuple[Server, str, str]) -> None:
+    server, alice, _ = api
+    for method in ("GET", "POST"):
+        r = httpx.request(
+            method,
+            f"{server.url}/v1/conversations/",
+            headers={"Authorization": f"Bearer {alice}", "Host": "attacker.example"},
+        )
+        assert r.status_code == 404
+        assert "location" not in r.headers
+        assert r.json()["error"]["type"] == "not_found"
+
+
 def test_security_headers_on_every_response_and_no_cors(
     api: tuple[Server, str, str], client: httpx.Client
 ) -> None:

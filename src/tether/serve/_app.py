@@ -197,4 +197,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
         lifespan=lifespan,
         exception_handlers={HTTPException: handle_http, Exception: handle_exception},
     )
+    # /v1/conversations/ is an unknown route (a JSON 404), not a redirect built from the
+    # client's Host header
+    app.router.redirect_slashes = False
     return SecurityHeaders(app)
