@@ -159,6 +159,23 @@ def test_malformed_json_and_wrong_types_are_400_naming_the_path(client: httpx.Cl
     assert empty.status_code == 422
 
 
+def test_a_lone_surrogate_escape_is_400_saying_so(client: httpx.Client) -> None:
+    cid = new_conversation(client)
+    for body in (rb'{"prompt": "a\ud800"}', rb'{"prompt": "\uDBFF and more"}'):
+        r = client.post(
+            f"/v1/conversations/{cid}/runs", content=body, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 400
+        assert "lone UTF-16 surrogate escape" in r.json()["error"]["message"], r.text
+    pair = client.post(
+        f"/v1/conversations/{cid}/runs",
+        content=rb'{"prompt": "\\ud800 is how you write \ud83d\ude00"}',
+        headers={"content-type": "application/json"},
+    )
+    assert pair.status_code == 202, pair.text
+    wait_status(client, pair.json()["id"], ("completed",))
+
+
 def test_deeply_nested_json_and_bad_ids_are_400(client: httpx.Client) -> None:
     deep = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     r = client.post("/v1/conversations/import", content=deep, headers={"content-type": "application/json"})

@@ -7,6 +7,7 @@ the authenticated caller, the decoded body and the service state.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -25,6 +26,10 @@ __all__ = ["Api", "Call", "Operation", "Query", "json_response", "query_int", "r
 
 B = TypeVar("B")
 _encoder = msgspec.json.Encoder()
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+"""A high surrogate escape not followed by a low one (an even run of backslashes before it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +179,13 @@ async def read_json(request: Request, kind: Any, limit: int, *, required: bool =
         message = text.rsplit(" - at `", 1)[0]
         raise ApiError(400, f"invalid request body at {path}: {message}") from None
     except msgspec.DecodeError as exc:
+        lone = _LONE_SURROGATE.search(data)
+        if lone is not None:  # msgspec calls this "truncated": say what it is
+            raise ApiError(
+                400,
+                f"request body is not valid JSON at $: a lone UTF-16 surrogate escape "
+                f"{lone.group(1).decode()!r} at byte {lone.start(1)} (text must be valid Unicode)",
+            ) from None
         raise ApiError(400, f"request body is not valid JSON at $: {exc}") from None
     except RecursionError:
         raise ApiError(400, "request body is nested too deeply at $") from None
