@@ -8,6 +8,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -340,3 +341,17 @@ def test_a_fork_never_ends_inside_a_tool_step(
     assert whole.status_code == 201
     assert copied == source
     assert effects.read_text().splitlines() == ["charged"]
+
+
+@pytest.mark.postgres
+def test_the_start_line_never_shows_the_database_password(
+    pg_db: Database, servers: Callable[..., Server]
+) -> None:
+    url = urlsplit(pg_db.dsn or "")
+    fields = {"host": url.hostname, "port": url.port, "dbname": url.path.lstrip("/"), "user": url.username}
+    keywords = " ".join(f"{k}={v}" for k, v in fields.items() if v) + " password=hunter2-in-the-dsn"
+    keyword_db = Database("postgres", dsn=keywords, schema=pg_db.schema)
+    server = servers(keyword_db, model="py:tests.serve.scripted:fast_words")
+    start_line = server.log().splitlines()[0]
+    assert start_line.startswith(f"tether serve: {server.url} (PostgreSQL {url.hostname}")
+    assert "hunter2" not in server.log()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 
@@ -17,7 +19,7 @@ from tether.cli._store import DbOpt, default_db_path
 from tether.errors import TetherError
 from tether.serve import CONFIG_ENV, ServeConfig, is_loopback, load_model, open_user_store
 
-__all__ = ["serve_app"]
+__all__ = ["describe_dsn", "serve_app"]
 
 serve_app = typer.Typer(
     help="Run the tether HTTP service (pip install 'tether[serve]'); manage its users with "
@@ -42,6 +44,27 @@ SchemaOpt = Annotated[
         "--postgres-schema", help="PostgreSQL schema for the tables (default: the search path).", hidden=True
     ),
 ]
+
+
+_DSN_FIELD = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def describe_dsn(dsn: str) -> str:
+    """Where a PostgreSQL DSN points (``host:port/dbname``), never its credentials or options:
+    the start line goes to logs."""
+    if "://" in dsn:
+        parts = urlsplit(dsn)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        host, db = parts.hostname or "", parts.path.lstrip("/")
+    else:
+        fields = {k.lower(): v.strip("'") for k, v in _DSN_FIELD.findall(dsn)}
+        host, db = fields.get("host", fields.get("hostaddr", "")), fields.get("dbname", "")
+        port = fields.get("port")
+    where = (host or "localhost") + (f":{port}" if port else "")
+    return f"{where}/{db}" if db else where
 
 
 def _database(db: Path | None, postgres: str | None) -> tuple[str | None, str | None]:
@@ -141,7 +164,7 @@ def serve(
     except TetherError as exc:
         fail(str(exc), cause=exc)
     console = err_console()
-    where = f"PostgreSQL {dsn.split('@')[-1]}" if dsn else f"SQLite {path}"
+    where = f"PostgreSQL {describe_dsn(dsn)}" if dsn else f"SQLite {path}"
     console.print(
         f"tether serve: http://{host}:{port} ({where}; model {model or 'local'}; workers {workers})"
     )
