@@ -200,9 +200,9 @@ class RunManager:
         self.heartbeat_interval = heartbeat_interval
         self.stale_after = stale_after
         self.max_active_runs = max_active_runs
+        """Active (running or paused) runs a user may have at once, on every process (0: no limit)."""
         self.max_part_bytes = max_part_bytes
         """Bound of a decision's ``reason`` or ``value`` in UTF-8 / JSON bytes, as of a prompt (0: none)."""
-        """Active (running or paused) runs a user may have at once, on every process (0: no limit)."""
         self.process_id = new_id()
         self.host = socket.gethostname()
         self._tasks: dict[str, asyncio.Task[None]] = {}
