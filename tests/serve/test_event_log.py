@@ -183,6 +183,8 @@ async def test_users_tokens_and_revocation(open_log: Open) -> None:
         await users.add_user("alice")
     with pytest.raises(UserError):
         await users.add_user("bad name!")
+    with pytest.raises(UserError, match="reserved: it owns tether chat's conversations"):
+        await users.add_user("local")  # else that user would read the terminal's chats
     await users.revoke_user("alice")
     assert await users.authenticate(token) is None
     assert await users.authenticate(second) is None

@@ -28,7 +28,14 @@ from tether.stores._events_common import (
     not_held,
     publish_appended,
 )
-from tether.stores._users import UserInfo, check_user_name, new_token, token_digest, well_formed
+from tether.stores._users import (
+    UserInfo,
+    check_new_user_name,
+    check_user_name,
+    new_token,
+    token_digest,
+    well_formed,
+)
 
 __all__ = ["MemoryEventLog"]
 
@@ -263,7 +270,7 @@ class MemoryEventLog:
     # -- users --------------------------------------------------------------------------------
     async def add_user(self, name: str) -> str:
         """See ``UserStore.add_user``."""
-        check_user_name(name)
+        check_new_user_name(name)
         token = new_token()
         with self._lock:
             if name in self._users:

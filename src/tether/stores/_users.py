@@ -20,9 +20,11 @@ from typing import Protocol, runtime_checkable
 from tether.errors import UserError
 
 __all__ = [
+    "RESERVED_NAMES",
     "TOKEN_PREFIX",
     "UserInfo",
     "UserStore",
+    "check_new_user_name",
     "check_user_name",
     "new_token",
     "token_digest",
@@ -51,6 +53,22 @@ def check_user_name(name: object) -> str:
         raise UserError(
             "user name must be 1-64 letters, digits or . _ @ - (starting with a "
             f"letter or digit), not {name!r}"
+        )
+    return name
+
+
+RESERVED_NAMES = frozenset({"local"})
+"""Owners no service user may take: ``local`` owns ``tether chat``'s conversations (and those of
+``tether serve --no-auth``) in the same database."""
+
+
+def check_new_user_name(name: object) -> str:
+    """A name for a new user: well formed (``check_user_name``) and not reserved."""
+    name = check_user_name(name)
+    if name in RESERVED_NAMES:
+        raise UserError(
+            f"user name {name!r} is reserved: it owns tether chat's conversations (and those of "
+            "tether serve --no-auth) in this database; choose another name"
         )
     return name
 

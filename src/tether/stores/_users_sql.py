@@ -15,6 +15,7 @@ from tether.stores._common import to_datetime
 from tether.stores._events_common import Queries
 from tether.stores._users import (
     UserInfo,
+    check_new_user_name,
     check_user_name,
     new_token,
     token_digest,
@@ -78,7 +79,7 @@ class SQLUserStore(ABC):
 
     async def add_user(self, name: str) -> str:
         """See ``UserStore.add_user``."""
-        check_user_name(name)
+        check_new_user_name(name)
         token = new_token()
         await self._user_tables.add_user(name, token_digest(token), self._clock())
         return token
