@@ -510,7 +510,10 @@ class Run:
         """The output for an answer without tool calls, or ``MISSING`` after a correction."""
         self.stop_reason = stop_reason
         accepted = stop_reason == "length" and self.cfg.accept_truncated and self.cfg.output.is_text
-        if stop_reason in _BAD_STOPS and not accepted:
+        # An empty answer with a stop reason other than "stop" (a provider value passed through:
+        # MALFORMED_FUNCTION_CALL, pause_turn, …) is a failed step, never an empty output.
+        empty_odd = stop_reason != "stop" and not message.text
+        if (stop_reason in _BAD_STOPS or empty_odd) and not accepted:
             raise ModelError(f"the model stopped with {stop_reason!r} before giving an answer", stage="model")
         if self.cfg.output.is_text:
             return message.text

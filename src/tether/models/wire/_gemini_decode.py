@@ -378,7 +378,10 @@ class StreamAccumulator:
             events.append(ToolCallDelta(index, id=call.get("id"), name=call.get("name"), arguments=arguments))
 
     def body(self) -> JSON:
-        """The non-streamed response body equivalent to the chunks fed so far."""
+        """The non-streamed response body equivalent to the chunks fed so far. A prompt blocked
+        before any candidate gives a body without candidates, as the non-streamed call does."""
+        if not self._parts and self._finish is None:
+            return {"candidates": [], **self._meta}
         candidate: JSON = {"content": {"role": "model", "parts": self._parts}, "index": 0}
         if self._finish is not None:
             candidate["finishReason"] = self._finish

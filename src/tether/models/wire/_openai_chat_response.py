@@ -96,6 +96,13 @@ def _google_signature(holder: Mapping[str, Any]) -> str | None:
     return _str(google.get("thought_signature"))
 
 
+def _legacy_call(holder: Mapping[str, Any]) -> list[Any]:
+    """The deprecated ``function_call`` field (one call, no id; finish reason ``function_call``),
+    which older OpenAI-compatible servers still send, as a one-entry ``tool_calls`` list."""
+    function = holder.get("function_call")
+    return [{"type": "function", "function": function}] if isinstance(function, Mapping) else []
+
+
 def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
     """A ``chat.completion`` body → the assistant message, normalized stop reason and usage.
 
@@ -103,6 +110,7 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
     ``<think>…</think>`` block in the content), text, refusal text, tool calls. A call without an
     id gets a deterministic one derived from the response id, its index, name and arguments.
     Gemini's ``extra_content.google.thought_signature`` is kept as the call's (or text's) signature.
+    A deprecated ``function_call`` (no ``tool_calls``) is decoded as one such call.
     """
     choices: list[Any] = body.get("choices") or []
     if not isinstance(choices, list) or not choices:  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -130,13 +138,16 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:
         parts.append(Text(refusal))
-    raw_calls: object = message.get("tool_calls") or []
+    raw_calls: object = message.get("tool_calls") or _legacy_call(message)
     calls: list[ToolCall] = []
     for ci, raw_call in enumerate(seq(raw_calls, "$.choices[0].message.tool_calls")):
         call = decode_call(raw_call, f"$.choices[0].message.tool_calls[{ci}]")
         call_id = call.id or fallback_id(response_id, ci, call.name, call.arguments)
         signature = _google_signature(raw_call) or (message_signature if ci == 0 else None)
-        calls.append(ToolCall(call_id, call.name, call.arguments, signature=signature))
+        # "" (some compatible servers, for a tool without parameters) means no arguments, as a
+        # missing field does; kept verbatim it would read as a truncated call and fail the tool.
+        arguments = call.arguments if call.arguments.strip() else "{}"
+        calls.append(ToolCall(call_id, call.name, arguments, signature=signature))
     if message_signature is not None and not calls:
         for pi, part in enumerate(parts):
             if type(part) is Text:
@@ -231,7 +242,9 @@ class StreamAccumulator:
         refusal = delta.get("refusal")
         if isinstance(refusal, str) and refusal:
             self._refusal.append(refusal)
-        raw_calls: list[Any] = delta.get("tool_calls") or []
+        raw_calls: list[Any] = delta.get("tool_calls") or [
+            {"index": 0, **call} for call in _legacy_call(delta)
+        ]
         for raw in raw_calls:
             if not isinstance(raw, dict):
                 continue

@@ -66,6 +66,8 @@ class _Importer:
             call_id = string(item, "call_id", path)
             name = string(item, "name", path)
             arguments = string(item, "arguments", path)
+            if self.native and not arguments.strip():
+                arguments = "{}"  # a response's call to a tool without parameters: no arguments
             self.call_names[call_id] = name
             self.parts.append(ToolCall(call_id, name, arguments, provider_id=opt_str(item, "id", path)))
         elif kind == "function_call_output":
@@ -255,7 +257,10 @@ def _usage(raw: object) -> Usage:
     )
 
 
-def _stop_reason(body: Mapping[str, Any], message: Message) -> str:
+def _stop_reason(body: Mapping[str, Any], message: Message, *, refused: bool) -> str:
+    """``status`` (and ``incomplete_details``) → a normalized stop reason. A completed answer
+    holding a ``refusal`` content is a ``content_filter`` stop, as on OpenAI Chat, so a refusal
+    (imported as text) is never taken for an answer."""
     status = body.get("status")
     if status == "incomplete":
         details = cast(Mapping[str, Any], body.get("incomplete_details") or {})
@@ -267,7 +272,9 @@ def _stop_reason(body: Mapping[str, Any], message: Message) -> str:
         return str(reason or "incomplete")
     if status == "failed":
         return "error"
-    return "tool_calls" if message.tool_calls else "stop"
+    if message.tool_calls:
+        return "tool_calls"
+    return "content_filter" if refused else "stop"
 
 
 def decode_response(body: object) -> ModelResponse:
@@ -283,7 +290,8 @@ def decode_response(body: object) -> ModelResponse:
     parts = tuple(importer.parts)
     usage = _usage(response.get("usage"))
     draft = Message("assistant", parts)
-    stop = _stop_reason(response, draft)
+    refused = any(loss.what == "refusal" for loss in importer.report.losses)
+    stop = _stop_reason(response, draft, refused=refused)
     message = Message(
         "assistant",
         parts,
