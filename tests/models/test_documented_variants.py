@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether import Text, ToolCall
-from tether.models import ModelResponse, ToolCallDelta
+from tether.models import ModelResponse, TextDelta, ToolCallDelta
 from tether.models.wire import gemini, openai_chat, openai_responses
 
 
@@ -181,3 +181,51 @@ def test_empty_responses_call_arguments_decode_as_no_arguments() -> None:
     # An imported transcript keeps the text verbatim (a conversion round-trips byte for byte).
     imported, _ = openai_responses.decode_messages([item])
     assert imported[0].parts == (ToolCall("call_1", "now", "", provider_id="fc_1"),)
+
+
+def _chat_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+    return {
+        "id": "chatcmpl-2",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [choice],
+    }
+
+
+def test_a_streamed_chat_refusal_streams_as_text_at_its_part_index() -> None:
+    chunks = [
+        _chat_chunk({"role": "assistant", "content": None, "refusal": ""}),
+        _chat_chunk({"refusal": "I can't "}),
+        _chat_chunk({"refusal": "help with that."}),
+        _chat_chunk({}, "stop"),
+    ]
+    accumulator = openai_chat.StreamAccumulator()
+    deltas = [d for c in chunks for d in accumulator.feed(c)]
+    final = accumulator.result()
+    assert final.stop_reason == "content_filter"
+    assert final.message.parts == (Text("I can't help with that."),)
+    assert deltas == [TextDelta(0, "I can't "), TextDelta(0, "help with that.")]
+
+
+def test_streamed_text_refusal_and_call_deltas_carry_final_part_indexes() -> None:
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    chunks = [
+        _chat_chunk({"role": "assistant", "content": "Partly: "}),
+        _chat_chunk({"refusal": "no more."}),
+        _chat_chunk({"tool_calls": [call]}),
+        _chat_chunk({}, "tool_calls"),
+    ]
+    accumulator = openai_chat.StreamAccumulator()
+    deltas = [d for c in chunks for d in accumulator.feed(c)]
+    parts = accumulator.result().message.parts
+    assert parts == (Text("Partly: "), Text("no more."), ToolCall("call_1", "f", "{}"))
+    for delta in deltas:
+        part = parts[delta.index]
+        if isinstance(delta, TextDelta):
+            assert isinstance(part, Text)
+            assert delta.text in part.text
+        else:
+            assert isinstance(delta, ToolCallDelta)
+            assert isinstance(part, ToolCall)

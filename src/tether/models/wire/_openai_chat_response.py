@@ -241,7 +241,9 @@ class StreamAccumulator:
             self._stream_content(content, events)
         refusal = delta.get("refusal")
         if isinstance(refusal, str) and refusal:
-            self._refusal.append(refusal)
+            self._refusal.append(refusal)  # the text part after the answer text, if any
+            reasoning_parts = 1 if self._reasoning or self._think else 0
+            events.append(TextDelta(reasoning_parts + (1 if self._text_seen else 0), refusal))
         raw_calls: list[Any] = delta.get("tool_calls") or [
             {"index": 0, **call} for call in _legacy_call(delta)
         ]
@@ -271,7 +273,7 @@ class StreamAccumulator:
 
     def _leading_parts(self) -> int:
         reasoning = 1 if self._reasoning or self._think else 0
-        return reasoning + (1 if self._text_seen or self._refusal else 0)
+        return reasoning + (1 if self._text_seen else 0) + (1 if self._refusal else 0)
 
     def _text(self, text: str, events: list[StreamEvent]) -> None:
         if text:
