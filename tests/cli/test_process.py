@@ -59,3 +59,26 @@ def test_stdin_pipeline(tmp_path: Path) -> None:
     checked = _tether("history", "check", "-", "--json", cwd=tmp_path, stdin=demo)
     assert checked.returncode == 0, checked.stderr.decode()
     assert b'"needs_repair": false' in checked.stdout
+
+
+def test_undecodable_input_in_a_session_is_refused_and_the_session_goes_on(tmp_path: Path) -> None:
+    # a strict UTF-8 stdin (the default under a UTF-8 locale on macOS, and with PYTHONIOENCODING)
+    env = {**os.environ, "TETHER_DB": str(tmp_path / "chat.db"), "PYTHONIOENCODING": "utf-8:strict"}
+    env.pop("TETHER_MODEL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "chat", "-m", "test"],
+        cwd=tmp_path,
+        env=env,
+        input=b"caf\xc3 au lait\nplain tea\n/history\n",
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, err
+    assert "Traceback" not in err
+    assert "not valid text (a lone surrogate at character 3" in out
+    assert "nothing was sent" in out
+    assert "plain tea" in out  # the next line was sent and /history shows it
+    listed = _tether("logs", "show", "--json", "--db", str(tmp_path / "chat.db"), cwd=tmp_path)
+    assert [m.text for m in loads(listed.stdout) if m.role == "user"] == ["plain tea"]

@@ -204,5 +204,6 @@ async def run_turn(
         return TurnOutcome(run_id, error=f"{type(exc).__name__}: {exc}")
     finally:
         ticker.cancel()
+        printer.done()  # the spinner stops whatever ends the turn (an error raised here too)
     printer.done()  # pragma: no cover - a stream always ends with RunCompleted or raises
     return TurnOutcome(run_id, error="the run ended without a result")
