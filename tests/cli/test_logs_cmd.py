@@ -215,3 +215,11 @@ def test_a_corrupt_row_is_named(invoke: Invoke, seeded: tuple[Path, str, str]) -
     line = assert_one_line_error(invoke("logs", "show", first, "--db", str(db)))
     assert first in line
     assert "seq 2" in line
+
+
+def test_an_owner_without_conversations_is_named(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    assert invoke("chat", "-m", "test", "--db", str(db), "hi").exit_code == 0  # owner local has one
+    for args in (("logs", "show"), ("logs", "export"), ("chat", "-m", "test", "-c", "hi")):
+        result = invoke(*args, "--db", str(db), "--owner", "bob")
+        assert_one_line_error(result, "no stored conversations for owner 'bob'")

@@ -124,7 +124,8 @@ async def resolve_conversation(store: Store, owner: str, given: str | None) -> s
     if given is None:
         recent = await store.conversations(owner, limit=1)
         if not recent:
-            fail("there are no stored conversations yet (start one with: tether chat)")
+            whose = "" if owner == DEFAULT_OWNER else f" for owner {owner!r}"
+            fail(f"there are no stored conversations{whose} yet (start one with: tether chat)")
         return recent[0].conversation_id
     given = given.strip()
     if not given:
