@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tether import Image, Text, ToolCall, ToolResult, assistant, dumps, loads, system, tool, user
@@ -302,3 +303,11 @@ def test_convert_of_a_lone_surrogate_names_where_it_is(invoke: Invoke, tmp_path:
     )
     assert "$[1].tool_calls[0].function.arguments" in line
     assert "surrogate" in line
+
+
+@pytest.mark.parametrize("command", ["check", "normalize", "sanitize", "convert"])
+def test_empty_input_is_named_as_empty(invoke: Invoke, tmp_path: Path, command: str) -> None:
+    assert_one_line_error(invoke("history", command, "-", input=b""), "stdin is empty")
+    blank = tmp_path / "blank.json"
+    blank.write_text("  \n")
+    assert_one_line_error(invoke("history", command, str(blank)), f"{blank} is empty")

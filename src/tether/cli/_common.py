@@ -119,13 +119,18 @@ def _report(ctx: Any, message: str, kind: str, *, prefix: bool = False) -> NoRet
 
 
 def read_input(path: str) -> bytes:
-    """The bytes of ``path``; ``-`` reads standard input."""
+    """The bytes of ``path``; ``-`` reads standard input. Nothing at all (an empty file, or an
+    empty pipe: the command before it failed) is an error that says so."""
     if path == "-":
-        return sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror or exc}", cause=exc)
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror or exc}", cause=exc)
+    if not data.strip():
+        fail(f"{'stdin' if path == '-' else path} is empty: expected a JSON history")
+    return data
 
 
 def write_output(path: str, data: bytes) -> None:
