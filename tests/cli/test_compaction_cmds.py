@@ -194,3 +194,22 @@ def test_history_compact_knows_the_window_of_a_local_gguf_model(invoke: Invoke, 
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["window"] == LOCAL_WINDOW  # what tether chat compacts against
+
+
+def test_ctrl_c_during_compact_stops_the_command_and_the_session_goes_on(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(PROVIDERS, "sigsummary", ("cli._cli_support", "InterruptedSummaryModel"))
+    db = str(tmp_path / "chat.db")
+    script = "\n".join(["first question", "second question", "/compact", "third question", "/quit"])
+    result = invoke("chat", "-m", "sigsummary:w", "--db", db, input=script + "\n")
+    assert result.exit_code == 0, result.output
+    assert "⏹ canceled" in result.stdout
+    cid, records = _records(Path(db))
+    assert records == []  # nothing half-made is kept
+
+    async def texts() -> list[str]:
+        async with SQLiteStore(Path(db)) as store:
+            return [m.text for m in (await store.load(OWNER, cid)).messages if m.role == "user"]
+
+    assert asyncio.run(texts()) == ["first question", "second question", "third question"]
