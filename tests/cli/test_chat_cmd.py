@@ -356,3 +356,11 @@ def test_a_failing_slash_command_is_one_line_and_the_session_goes_on(
         "first",
         "second",
     ]
+
+
+def test_an_empty_prompt_argument_is_refused(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    for blank in ("", "  \n\t"):
+        result = invoke("chat", "-m", "test", "--db", str(db), blank)
+        assert_one_line_error(result, "PROMPT argument is empty")
+    assert not db.exists() or _conversations(db) == []

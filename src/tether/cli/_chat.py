@@ -388,6 +388,8 @@ def _chat(
         fail("give either -c/--continue or --cid, not both")
     if fork and not (resume or cid):
         fail("--fork needs -c/--continue or --cid (which conversation to copy)")
+    if prompt is not None and not prompt.strip():  # an interactive session skips blank lines too
+        fail("the PROMPT argument is empty: give a message, or leave it out for an interactive session")
     for what, text in (("the PROMPT argument", prompt), ("-s/--instructions", instructions)):
         problem = _not_unicode(text) if text is not None else None
         if problem is not None:  # before the model loads or anything is stored
