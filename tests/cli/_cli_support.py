@@ -166,3 +166,15 @@ class WindowedModel:
         response = await self.generate(messages, **kwargs)
         yield TextDelta(0, response.message.text)
         yield response
+
+
+class InterruptedSummaryModel(WindowedModel):
+    """``WindowedModel`` whose summarizer request receives Ctrl-C (SIGINT to this very process),
+    as when a person stops a slow ``/compact``. Registered as the ``sigsummary`` provider."""
+
+    async def generate(self, messages: Sequence[Message], **kwargs: Any) -> ModelResponse:
+        if "compacting the history" in (kwargs.get("instructions") or ""):
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(30)  # cancelled long before this ends
+            raise AssertionError("the summary was not canceled by Ctrl-C")
+        return await super().generate(messages, **kwargs)

@@ -15,6 +15,7 @@ from rich.console import Console
 from tether import assistant, loads, user
 from tether.agent import Agent
 from tether.cli._chat import ChatSession
+from tether.errors import StoreError, UserError
 from tether.history import approximate_counter, budget_history, check_history
 from tether.models import PROVIDERS
 from tether.models.testing import TestModel
@@ -321,3 +322,45 @@ def test_a_length_stopped_reply_is_shown_and_stored_with_a_note(invoke: Invoke, 
     cid, _ = _ids(result.stdout)
     stored = _load(db, cid).messages
     assert [(m.role, m.stop_reason) for m in stored] == [("user", None), ("assistant", "length")]
+
+
+def test_a_prompt_or_instructions_that_are_not_text_fail_before_anything_is_stored(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    db = tmp_path / "chat.db"
+    bad = "caf\udcc3"  # argv bytes that are not UTF-8 reach Python as a lone surrogate
+    line = assert_one_line_error(
+        invoke("chat", "-m", "test", "--db", str(db), bad), "PROMPT", "not valid text"
+    )
+    assert "character 3" in line
+    assert_one_line_error(invoke("chat", "-m", "test", "--db", str(db), "-s", bad, "hi"), "-s/--instructions")
+    assert not db.exists() or _conversations(db) == []  # no half-stored turn, no failed run
+    with pytest.raises(UserError, match="instructions are not valid Unicode"):
+        Agent(TestModel(), instructions=bad)
+
+
+def test_a_failing_slash_command_is_one_line_and_the_session_goes_on(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def locked(*_: object, **__: object) -> str:
+        raise StoreError("database is locked")  # what a store busy past its timeout raises
+
+    monkeypatch.setattr(SQLiteStore, "fork", locked)
+    db = tmp_path / "chat.db"
+    result = invoke("chat", "-m", "test", "--db", str(db), input="first\n/fork\nsecond\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "failed: StoreError: database is locked" in result.stdout
+    assert "Traceback" not in result.output
+    (info,) = _conversations(db)
+    assert [m.text for m in _load(db, info.conversation_id).messages if m.role == "user"] == [
+        "first",
+        "second",
+    ]
+
+
+def test_an_empty_prompt_argument_is_refused(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    for blank in ("", "  \n\t"):
+        result = invoke("chat", "-m", "test", "--db", str(db), blank)
+        assert_one_line_error(result, "PROMPT argument is empty")
+    assert not db.exists() or _conversations(db) == []

@@ -6,12 +6,14 @@ dim line) and on ``/compact``, ``/history`` and ``tether logs show`` mark the re
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from tether import Text, ToolCall, ToolResult, assistant, dumps, loads, tool, user
+from tether.cli._compaction import LOCAL_WINDOW
 from tether.history import check_history, split_summary
 from tether.models import PROVIDERS
 from tether.stores import CompactionRecord, SQLiteStore
@@ -179,3 +181,35 @@ def test_history_compact_names_what_is_missing(invoke: Invoke, tmp_path: Path) -
     assert_one_line_error(
         invoke("history", "compact", source, "--strategy", "elide", "-w", "100"), "at least 256"
     )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="needs tether[local]")
+def test_history_compact_knows_the_window_of_a_local_gguf_model(invoke: Invoke, tmp_path: Path) -> None:
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))  # eliding never loads the weights
+    source = str(_file(tmp_path))
+    result = invoke(
+        "history", "compact", source, "-m", str(gguf), "--strategy", "elide", "--force", "--json",
+        "-o", str(tmp_path / "view.json"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["window"] == LOCAL_WINDOW  # what tether chat compacts against
+
+
+def test_ctrl_c_during_compact_stops_the_command_and_the_session_goes_on(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(PROVIDERS, "sigsummary", ("cli._cli_support", "InterruptedSummaryModel"))
+    db = str(tmp_path / "chat.db")
+    script = "\n".join(["first question", "second question", "/compact", "third question", "/quit"])
+    result = invoke("chat", "-m", "sigsummary:w", "--db", db, input=script + "\n")
+    assert result.exit_code == 0, result.output
+    assert "⏹ canceled" in result.stdout
+    cid, records = _records(Path(db))
+    assert records == []  # nothing half-made is kept
+
+    async def texts() -> list[str]:
+        async with SQLiteStore(Path(db)) as store:
+            return [m.text for m in (await store.load(OWNER, cid)).messages if m.role == "user"]
+
+    assert asyncio.run(texts()) == ["first question", "second question", "third question"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tether import Image, Text, ToolCall, ToolResult, assistant, dumps, loads, system, tool, user
@@ -302,3 +303,34 @@ def test_convert_of_a_lone_surrogate_names_where_it_is(invoke: Invoke, tmp_path:
     )
     assert "$[1].tool_calls[0].function.arguments" in line
     assert "surrogate" in line
+
+
+@pytest.mark.parametrize("command", ["check", "normalize", "sanitize", "convert"])
+def test_empty_input_is_named_as_empty(invoke: Invoke, tmp_path: Path, command: str) -> None:
+    assert_one_line_error(invoke("history", command, "-", input=b""), "stdin is empty")
+    blank = tmp_path / "blank.json"
+    blank.write_text("  \n")
+    assert_one_line_error(invoke("history", command, str(blank)), f"{blank} is empty")
+
+
+@pytest.mark.parametrize("fmt", ["openai_chat", "openai_responses", "anthropic", "gemini", "langchain"])
+def test_convert_survives_deeply_nested_tool_json(invoke: Invoke, tmp_path: Path, fmt: str) -> None:
+    deep_object = '{"a":' * 50_000 + "1" + "}" * 50_000  # past any JSON decoder's nesting limit
+    deep_array = "[" * 100_000 + "]" * 100_000
+    history = [
+        user("hi"),
+        assistant(ToolCall("c1", "calc", deep_array)),
+        tool(ToolResult("c1", "calc", deep_object)),
+        assistant(ToolCall("c2", "calc", deep_object)),
+        tool(ToolResult("c2", "calc", "ok")),
+        assistant("done"),
+    ]
+    source = tmp_path / "deep.json"
+    source.write_bytes(dumps(history))
+    out = str(tmp_path / "out.json")
+    result = invoke("history", "convert", str(source), "--to", fmt, "-o", out, "--json")
+    assert result.exit_code == 0, (result.output, result.exception)
+    report = json.loads(result.stdout)
+    assert report["messages"] == 6
+    # the result text travels whole (as text where it cannot be an object)
+    assert json.dumps(deep_object)[1:-1] in (tmp_path / "out.json").read_text()

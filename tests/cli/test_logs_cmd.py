@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -215,3 +218,44 @@ def test_a_corrupt_row_is_named(invoke: Invoke, seeded: tuple[Path, str, str]) -
     line = assert_one_line_error(invoke("logs", "show", first, "--db", str(db)))
     assert first in line
     assert "seq 2" in line
+
+
+def test_an_owner_without_conversations_is_named(invoke: Invoke, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    assert invoke("chat", "-m", "test", "--db", str(db), "hi").exit_code == 0  # owner local has one
+    for args in (("logs", "show"), ("logs", "export"), ("chat", "-m", "test", "-c", "hi")):
+        result = invoke(*args, "--db", str(db), "--owner", "bob")
+        assert_one_line_error(result, "no stored conversations for owner 'bob'")
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory nobody may write to: chmod, and for root (whom modes do not stop) the
+    immutable attribute where the file system has one."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    yield folder
+    if os.access(folder, os.W_OK):
+        return
+    subprocess.run(["chattr", "-R", "-i", str(folder)], capture_output=True, check=False)
+    for path in (folder, *folder.iterdir()):
+        path.chmod(0o755)
+
+
+def _lock(folder: Path) -> None:
+    for path in (*folder.iterdir(), folder):
+        path.chmod(0o555)
+    if os.access(folder, os.W_OK):  # root: try the immutable attribute
+        subprocess.run(["chattr", "-R", "+i", str(folder)], capture_output=True, check=False)
+    if os.access(folder, os.W_OK):
+        pytest.skip("cannot make a directory read-only here")
+
+
+def test_a_database_in_a_read_only_directory_says_so(invoke: Invoke, read_only_dir: Path) -> None:
+    db = read_only_dir / "chat.db"
+    assert invoke("chat", "-m", "test", "--db", str(db), "hi").exit_code == 0
+    _lock(read_only_dir)
+    for args in (("logs", "list"), ("logs", "show"), ("chat", "-m", "test", "-c", "again")):
+        assert_one_line_error(invoke(*args, "--db", str(db)), "not writable", str(read_only_dir), "-wal")
+    fresh = invoke("chat", "-m", "test", "--db", str(read_only_dir / "new.db"), "hi")
+    assert_one_line_error(fresh, "not writable", "use a writable directory")

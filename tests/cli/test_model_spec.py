@@ -10,6 +10,8 @@ import pytest
 
 from tether.cli._common import CliFailure
 from tether.cli._model import gguf_path, resolve_model
+from tether.errors import UserError
+from tether.models import infer_model
 
 from ._cli_support import Invoke, assert_one_line_error
 
@@ -62,3 +64,16 @@ def test_resolve_model_builds_a_local_model_from_the_path(gguf: Path) -> None:
     assert model.name == "local:tiny-model"
     assert model.profile.provider == "local"
     assert resolve_model(f"local:{gguf}").name == "local:tiny-model"
+
+
+def test_a_hosted_provider_without_a_model_name_is_one_line(
+    invoke: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for spec in ("openai:", "openai", "openai: "):
+        assert_one_line_error(invoke("chat", "-m", spec, "hi"), "needs a model name", "openai:MODEL")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    # the spec is wrong whatever the key: that is what is said first
+    assert_one_line_error(invoke("chat", "-m", "openai:", "hi"), "needs a model name")
+    with pytest.raises(UserError, match="needs a model name"):  # the library says it too
+        infer_model("anthropic:")

@@ -198,6 +198,13 @@ class Agent(Generic[Deps, Output]):
             raise UserError(f"telemetry must be a tether.telemetry.Telemetry, not {type(telemetry).__name__}")
         self.name = name
         self.telemetry = telemetry
+        if instructions is not None and not instructions.isascii():
+            try:
+                instructions.encode()
+            except UnicodeEncodeError as exc:  # no provider could take them: say so now, not per run
+                raise UserError(
+                    f"instructions are not valid Unicode: a lone surrogate at character {exc.start}"
+                ) from None
         self.instructions = instructions
         self.instructions_fn = instructions_fn
         self.output_type = output_type

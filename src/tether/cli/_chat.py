@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,7 +43,7 @@ from tether.cli._store import (
 )
 from tether.cli._stream import StreamPrinter, TurnOutcome, run_turn
 from tether.cli._trace import chat_trace
-from tether.errors import HistoryError, NotFound, UserError
+from tether.errors import HistoryError, NotFound, TetherError, UserError
 from tether.history import BudgetHistory, TrimHistory
 from tether.messages import Message, new_id
 from tether.models import Model, aclose_model
@@ -275,6 +277,9 @@ def _interactive(runner: asyncio.Runner, session: ChatSession) -> None:
     """The prompt loop. Input is read synchronously (Ctrl-C there just clears the line); each turn
     runs on the same event loop, where asyncio turns Ctrl-C into cancelling that turn only."""
     console = session.console
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if callable(reconfigure):  # undecodable bytes become lone surrogates, refused below, not a crash
+        reconfigure(errors="surrogateescape")
     console.print("[dim]/help lists commands · Ctrl-C cancels a reply · /quit or Ctrl-D leaves[/]")
     while True:
         try:
@@ -287,11 +292,35 @@ def _interactive(runner: asyncio.Runner, session: ChatSession) -> None:
             return
         if not line.strip():
             continue
-        if line.startswith("/"):
-            if not runner.run(session.command(line)):
-                return
+        problem = _not_unicode(line)
+        if problem is not None:
+            console.print(
+                f"[red]that line is not valid text ({problem}: bytes that are not UTF-8?); nothing was "
+                "sent[/]"
+            )
             continue
-        runner.run(session.send(line))
+        try:
+            if line.startswith("/"):
+                if not runner.run(session.command(line)):
+                    return
+                continue
+            runner.run(session.send(line))
+        except KeyboardInterrupt:  # Ctrl-C during a slash command (a long /compact): stop it only
+            console.print("\n[yellow]⏹ canceled[/]")
+        except (TetherError, sqlite3.Error, OSError) as exc:  # one line, and the session goes on
+            console.print(f"[red]failed:[/] {escape(type(exc).__name__)}: {escape(str(exc))}")
+
+
+def _not_unicode(text: str) -> str | None:
+    """Why ``text`` cannot be sent or stored (a lone surrogate: the terminal gave bytes that are
+    not UTF-8), or ``None``."""
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate at character {exc.start}"
+    return None
 
 
 async def _open_session(
@@ -359,6 +388,12 @@ def _chat(
         fail("give either -c/--continue or --cid, not both")
     if fork and not (resume or cid):
         fail("--fork needs -c/--continue or --cid (which conversation to copy)")
+    if prompt is not None and not prompt.strip():  # an interactive session skips blank lines too
+        fail("the PROMPT argument is empty: give a message, or leave it out for an interactive session")
+    for what, text in (("the PROMPT argument", prompt), ("-s/--instructions", instructions)):
+        problem = _not_unicode(text) if text is not None else None
+        if problem is not None:  # before the model loads or anything is stored
+            fail(f"{what} is not valid text ({problem}: bytes that are not UTF-8?)")
     processor = build_processor(max_messages, budget)
     with console.status("loading model…", spinner="dots"):
         model = resolve_model(model_spec)

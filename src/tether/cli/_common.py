@@ -93,6 +93,7 @@ class GuardedGroup(TyperGroup):
     exit code 2. Tracebacks are for bugs only."""
 
     def invoke(self, ctx: Any) -> Any:  # typer's own click Context
+        _tolerant_output()
         try:
             return super().invoke(ctx)
         except CliFailure as exc:
@@ -104,6 +105,16 @@ class GuardedGroup(TyperGroup):
         except OSError as exc:
             where = f": {exc.filename}" if exc.filename else ""
             _report(ctx, f"{exc.strerror or exc}{where}", type(exc).__name__)
+
+
+def _tolerant_output() -> None:
+    """Text that is not valid Unicode (a file name of bytes that are not UTF-8, which Python holds
+    as lone surrogates) is printed with backslash escapes instead of failing the command: a
+    strict UTF-8 stdout (a UTF-8 locale, ``PYTHONIOENCODING``) would raise mid-report."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure) and getattr(stream, "errors", None) == "strict":
+            reconfigure(errors="backslashreplace")
 
 
 def _report(ctx: Any, message: str, kind: str, *, prefix: bool = False) -> NoReturn:
@@ -119,13 +130,18 @@ def _report(ctx: Any, message: str, kind: str, *, prefix: bool = False) -> NoRet
 
 
 def read_input(path: str) -> bytes:
-    """The bytes of ``path``; ``-`` reads standard input."""
+    """The bytes of ``path``; ``-`` reads standard input. Nothing at all (an empty file, or an
+    empty pipe: the command before it failed) is an error that says so."""
     if path == "-":
-        return sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror or exc}", cause=exc)
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror or exc}", cause=exc)
+    if not data.strip():
+        fail(f"{'stdin' if path == '-' else path} is empty: expected a JSON history")
+    return data
 
 
 def write_output(path: str, data: bytes) -> None:

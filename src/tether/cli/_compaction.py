@@ -14,7 +14,14 @@ from tether.messages import Message
 from tether.models import Model
 from tether.stores import CompactionRecord
 
-__all__ = ["LOCAL_MAX_TOKENS", "LOCAL_WINDOW", "chat_compaction", "record_line", "render_with_records"]
+__all__ = [
+    "LOCAL_MAX_TOKENS",
+    "LOCAL_WINDOW",
+    "chat_compaction",
+    "model_window",
+    "record_line",
+    "render_with_records",
+]
 
 LOCAL_WINDOW = 4096
 """The bundled local model's context window in tokens (``LocalModel(n_ctx=4096)``)."""
@@ -22,13 +29,19 @@ LOCAL_MAX_TOKENS = 512
 """The most tokens a local reply takes by default: kept free for it."""
 
 
+def model_window(model: Model) -> int | None:
+    """The model's context window in tokens: what its provider publishes, or for a local GGUF
+    model the context it is loaded with (:data:`LOCAL_WINDOW`); ``None`` when not known."""
+    profile = model.profile
+    return profile.context_window or (LOCAL_WINDOW if profile.provider == "local" else None)
+
+
 def chat_compaction(model: Model, *, recall: bool) -> Compaction | None:
     """``tether chat``'s compaction: at 80% of the model's context window (the local model's is
     4096 tokens), aiming at 50%; the chat's model writes the summaries. ``None`` when the window
     is not known (then nothing is cut unless --max-messages or --budget say so)."""
-    profile = model.profile
-    local = profile.provider == "local"
-    window = profile.context_window or (LOCAL_WINDOW if local else None)
+    local = model.profile.provider == "local"
+    window = model_window(model)
     if window is None:
         return None
     if local:  # a small window: a short summary, and room for the reply

@@ -21,6 +21,7 @@ from tether.cli._common import (
     to_jsonable,
     write_output,
 )
+from tether.cli._compaction import model_window
 from tether.cli._formats import export_messages, import_messages
 from tether.cli._model import resolve_model
 from tether.cli._render import render_report
@@ -233,7 +234,7 @@ def compact(
         fail("summarizing needs a model: give --model provider:model (or --strategy elide)")
     history = load_history(file)
     summarizer = resolve_model(model) if model is not None else TestModel()
-    size = window if window is not None else summarizer.profile.context_window
+    size = window if window is not None else model_window(summarizer)
     if size is None:
         fail(f"the context window of {summarizer.name} is not known: give --window TOKENS")
     if size < 256:

@@ -74,6 +74,8 @@ def resolve_model(spec: str | None) -> Model:
             "(or give the path of a .gguf file)"
         )
     variables = API_KEY_VARIABLES.get(provider, ())
+    if variables and not spec.partition(":")[2].strip():  # before the key: the spec is wrong anyway
+        fail(f"model {spec!r} needs a model name: {provider}:MODEL (for example openai:gpt-4o-mini)")
     if variables and not any(os.environ.get(v) for v in variables):
         fail(f"model {spec!r} needs an API key: set the environment variable {' or '.join(variables)}")
     try:

@@ -12,7 +12,7 @@ import platformdirs
 import typer
 
 from tether.cli._common import fail
-from tether.errors import NotFound
+from tether.errors import NotFound, StoreError
 from tether.stores import ConversationInfo, SQLiteStore, Store
 
 __all__ = [
@@ -67,8 +67,30 @@ async def open_store(db: Path | None, *, create: bool = True) -> AsyncGenerator[
             fail(f"cannot create database {path}: directory {path.parent} does not exist")
     elif not os.access(path, os.R_OK):
         fail(f"cannot read database {path}: permission denied")
-    async with SQLiteStore(path) as store:  # connects now: a bad file fails before any model call
+    store = SQLiteStore(path)
+    try:
+        await store.__aenter__()  # connects now: a bad file fails before any model call
+    except StoreError as exc:
+        _explain_read_only(path, exc)
+        raise
+    try:
         yield store
+    finally:
+        await store.close()
+
+
+def _explain_read_only(path: Path, exc: StoreError) -> None:
+    """A database SQLite cannot open because it cannot write there: say that, not "unable to open
+    database file" (SQLite writes the file and, in WAL mode, its -wal and -shm files beside it)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    not_writable = [str(p) for p in (path, parent) if p.exists() and not os.access(p, os.W_OK)]
+    if not_writable:
+        fail(
+            f"cannot open database {path}: not writable: {', '.join(not_writable)} (SQLite writes the "
+            "file and its -wal and -shm files beside it, even to read); use a writable directory (copy "
+            "the file there)",
+            cause=exc,
+        )
 
 
 SHORT_ID = 8
@@ -124,7 +146,8 @@ async def resolve_conversation(store: Store, owner: str, given: str | None) -> s
     if given is None:
         recent = await store.conversations(owner, limit=1)
         if not recent:
-            fail("there are no stored conversations yet (start one with: tether chat)")
+            whose = "" if owner == DEFAULT_OWNER else f" for owner {owner!r}"
+            fail(f"there are no stored conversations{whose} yet (start one with: tether chat)")
         return recent[0].conversation_id
     given = given.strip()
     if not given:

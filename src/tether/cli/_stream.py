@@ -42,6 +42,7 @@ class StreamPrinter:
         self._since = time.monotonic()
         self._tokens = 0
         self._mid_line = False
+        self._replying = False  # "assistant>" was printed for the message being streamed
         self._reasoning_steps: set[int] = set()
         self._started: set[str | None] = set()
 
@@ -75,6 +76,7 @@ class StreamPrinter:
             self._status = None
 
     def _newline(self) -> None:
+        self._replying = False  # whatever comes next is not a continuation of this reply line
         if self._mid_line:
             self.console.file.write("\n")
             self.console.file.flush()
@@ -83,8 +85,9 @@ class StreamPrinter:
     def text(self, text: str) -> None:
         self._stop()
         self._tokens += 1
-        if not self._mid_line:
+        if not self._replying:  # once per message: a reply's own line breaks continue it
             self.console.print("[bold green]assistant>[/] ", end="")
+            self._replying = True
         self.console.file.write(text)
         self.console.file.flush()
         if text:
@@ -204,5 +207,6 @@ async def run_turn(
         return TurnOutcome(run_id, error=f"{type(exc).__name__}: {exc}")
     finally:
         ticker.cancel()
+        printer.done()  # the spinner stops whatever ends the turn (an error raised here too)
     printer.done()  # pragma: no cover - a stream always ends with RunCompleted or raises
     return TurnOutcome(run_id, error="the run ended without a result")

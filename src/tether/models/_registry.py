@@ -26,11 +26,11 @@ def infer_model(spec: str | Model, **kwargs: Any) -> Model:
     ``"openai-responses:…"``, ``"local"`` (or ``"local:/path/to.gguf"``) → a driver."""
     if not isinstance(spec, str):
         return spec
-    provider, sep, name = spec.partition(":")
+    provider, _, name = spec.partition(":")
     if provider not in PROVIDERS:
         known = ", ".join(sorted(PROVIDERS))
         raise UserError(f"unknown model {spec!r}: provider {provider!r} is not one of {known}")
-    if not sep and provider not in ("local", "test"):
+    if not name.strip() and provider not in ("local", "test"):  # "openai" and "openai:" alike
         raise UserError(f"model {spec!r} needs a model name: '{provider}:<model>'")
     module_name, factory = PROVIDERS[provider]
     module = importlib.import_module(module_name)

@@ -266,7 +266,7 @@ def _encode_result(pi: int, result: ToolResult, losses: list[LossRecord]) -> JSO
     else:
         try:
             response = _json_object.decode(text)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # not an object, or nested past the decoder
             response = {"output": text}
     function_response: JSON = {"name": result.name, "response": response}
     if result.call_id:
