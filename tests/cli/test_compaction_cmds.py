@@ -60,7 +60,9 @@ def test_chat_compacts_a_long_conversation_on_its_own_with_one_dim_line(
     # logs show marks where each record sits; the log itself is whole
     shown = invoke("logs", "show", "--db", db)
     assert shown.exit_code == 0, shown.output
-    assert f"compaction record {records[0].id}: messages 1-{records[0].boundary} summarized" in shown.stdout
+    # numbered from 0 like the panels and the chat's compaction line (boundary is a 1-based seq)
+    first = f"compaction record {records[0].id}: messages 0-{records[0].boundary - 1} summarized"
+    assert first in shown.stdout
     assert "[the view starts here]" in shown.stdout
     assert "turn 0: remember PELICAN-0" in shown.stdout
     assert f"{len(records)} compaction record" in shown.stdout

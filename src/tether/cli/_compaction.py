@@ -53,11 +53,14 @@ def chat_compaction(model: Model, *, recall: bool) -> Compaction | None:
 
 
 def record_line(record: CompactionRecord) -> str:
-    """One line describing a record, e.g. ``compaction 0190…: messages 1-120 summarized``."""
-    first = record.previous_boundary + 1
+    """One line describing a record, e.g. ``compaction 0190…: messages 0-119 summarized``.
+
+    Messages are numbered from 0 as ``/history``, ``logs show`` and the chat's compaction line
+    number them (a record's ``boundary`` is a store sequence number, counted from 1)."""
     model = f" by {record.model}" if record.model else ""
     return (
-        f"compaction record {record.id}: messages {first}-{record.boundary} summarized{model} "
+        f"compaction record {record.id}: messages {record.previous_boundary}-{record.boundary - 1} "
+        f"summarized{model} "
         f"({record.tokens_before:,} -> {record.tokens_after:,} tokens, "
         f"{record.created_at.strftime('%Y-%m-%d %H:%M')} UTC)"
     )
