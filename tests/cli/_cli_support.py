@@ -86,11 +86,13 @@ class CountingModel:
 
 class LossyModel:
     """Answers, and like a real driver logs what its request could not carry (a WARNING on
-    ``tether.models``) and keeps it as ``last_request_report``. Registered as ``lossy``."""
+    ``tether.models``) and keeps it as ``last_request_report``, and reports a provider item its
+    response held as ``last_response_report``. Registered as ``lossy``."""
 
     def __init__(self, name: str = "lossy") -> None:
         self._name = name
         self.last_request_report: ConversionReport | None = None
+        self.last_response_report: ConversionReport | None = None
 
     @property
     def name(self) -> str:
@@ -108,6 +110,8 @@ class LossyModel:
         report.approximate(0, 0, "failed flag", "this provider has no failed flag on results")
         self.last_request_report = report
         logging.getLogger("tether.models").warning("lossy request approximated message 0 part 0 failed flag")
+        self.last_response_report = ConversionReport()
+        self.last_response_report.drop(0, 1, "web_search_call item", "a provider-native item")
         yield TextDelta(0, "fine")
         yield ModelResponse(assistant("fine", provider="lossy", model=self._name), "stop")
 

@@ -306,6 +306,7 @@ def test_driver_warnings_stay_out_of_the_transcript(invoke: Invoke, tmp_path: Pa
     assert quiet.exit_code == 0, quiet.output
     assert "lossy request approximated" not in quiet.output  # neither stdout nor stderr
     assert "approximated message 0 part 0 failed flag" in quiet.stdout  # /report lists the loss
+    assert "response dropped part 1 web_search_call item" in quiet.stdout  # and the response's
     loud = invoke("chat", "-m", "lossy:m", "--db", db, "-v", "hello again")
     assert loud.exit_code == 0, loud.output
     assert "lossy request approximated" in loud.stderr

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,34 @@ async def test_a_real_driver_request_reports_response_fields_usage_and_losses(
     assert ev["tether.losses.dropped"] == sum(1 for x in report.losses if x.kind == "dropped") >= 1
     assert set(ev["tether.losses.kinds"]) == {x.kind for x in report.losses}
     assert "reasoning" in " ".join(ev["tether.losses.what"])
+
+
+async def test_what_a_real_driver_response_left_out_is_an_event(otel: Otel, provider_samples: Path) -> None:
+    body = _recorded(provider_samples)
+    plain = json.loads(json.dumps(body))
+    # a url_citation annotation as OpenAI documents it, added to the recorded answer
+    citation = {
+        "type": "url_citation",
+        "url_citation": {"start_index": 0, "end_index": 5, "url": "https://a.b"},
+    }
+    body["choices"][0]["message"]["annotations"] = [citation]
+    bodies = [body, plain]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json=bodies.pop(0))
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    model = OpenAIChatModel("gpt-4.5-preview", api_key="sk-test", http_client=client)
+    agent = Agent(model, telemetry=otel.telemetry())
+    await agent.run("hi")
+    await agent.run("hi")
+    first, second = otel.named("chat ")
+    (event,) = [e for e in first.events if e.name == "tether.response.losses"]
+    ev = dict(event.attributes or {})
+    assert ev["tether.losses.count"] == ev["tether.losses.dropped"] == 1
+    assert ev["tether.losses.what"] == ("annotations",)
+    (event,) = [e for e in second.events if e.name == "tether.response.losses"]
+    assert dict(event.attributes or {})["tether.losses.count"] == 0
 
 
 async def test_an_external_result_is_reported_as_external(otel: Otel) -> None:

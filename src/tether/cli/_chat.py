@@ -62,7 +62,7 @@ SLASH_COMMANDS: dict[str, str] = {
     "/ids": "show the conversation id, the last run id, the database and the model",
     "/fork": "continue in a copy of this conversation under a new id",
     "/export FILE [FORMAT]": "write this conversation to FILE (tether JSON or a tether.convert format)",
-    "/report": "show what the model's last request could not carry (dropped or approximated parts)",
+    "/report": "show what the last request could not carry and the last response left out",
     "/help": "list these commands",
     "/quit": "leave (Ctrl-D works too)",
 }
@@ -222,17 +222,21 @@ class ChatSession:
         self.console.print(f"forked {old} → [bold]{self.conversation_id}[/]")
 
     def report(self) -> None:
-        """``/report``: what the model's last request dropped or approximated."""
+        """``/report``: what the model's last request dropped or approximated, and what its last
+        response held that tether cannot keep."""
         report: ConversionReport | None = getattr(self.model, "last_request_report", None)
         if report is None:
             self.console.print("[dim](no request made yet, or this model keeps no report)[/]")
             return
         if not report.losses:
             self.console.print("the last request carried everything (no losses)")
-            return
         for loss in report.losses:
             where = f"message {loss.message}" + ("" if loss.part is None else f" part {loss.part}")
             self.console.print(f"  {loss.kind} {escape(where)} {escape(loss.what)}: {escape(loss.reason)}")
+        response: ConversionReport | None = getattr(self.model, "last_response_report", None)
+        for loss in response.losses if response is not None else ():
+            where = "" if loss.part is None else f" part {loss.part}"
+            self.console.print(f"  response {loss.kind}{where} {escape(loss.what)}: {escape(loss.reason)}")
 
     def export(self, arg: str) -> None:
         """``/export FILE [FORMAT]``."""

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tether.errors import MissingExtra, UserError
 from tether.models._base import Profile
 from tether.models._limits import ANTHROPIC_LIMITS, GEMINI_LIMITS, OPENAI_LIMITS, Limits
 from tether.models._registry import PROVIDERS
-from tether.models.wire._documented import IMPORT_LOSSES
+from tether.models.wire._documented import IMPORT_LOSSES, RESPONSE_LOSSES
 
 __all__ = ["collect", "main", "render"]
 
@@ -293,9 +293,25 @@ def _limits_section() -> list[str]:
     return lines
 
 
+_RESPONSE_HEADER = """
+## What a response cannot carry
+
+Everything a decoded response may report: a driver's `last_response_report` (each kind also
+logged once per driver at WARNING on `tether.models`), and the `report=` of the wires'
+`decode_response` and `StreamAccumulator.result`. A streamed response reports what the same
+non-streamed one would. Message index 0 (the response's one message); the part index is the
+position of the item in the provider's list (content block, output item, candidate part), none
+for a field of the whole response. An ordinary answer (text, reasoning, tool calls) reports nothing.
+"""
+
+
 def _import_section() -> list[str]:
-    lines = [_IMPORT_HEADER]
-    for fmt, entries in IMPORT_LOSSES.items():
+    return _loss_tables(_IMPORT_HEADER, IMPORT_LOSSES) + _loss_tables(_RESPONSE_HEADER, RESPONSE_LOSSES)
+
+
+def _loss_tables(header: str, table: Mapping[str, tuple[tuple[str, str, str], ...]]) -> list[str]:
+    lines = [header]
+    for fmt, entries in table.items():
         lines += ["", f"`{fmt}`:", "", "| Reported | Kind | What |", "|---|---|---|"]
         lines += [f"| `{what}` | {kind} | {why} |" for what, kind, why in entries]
     return lines

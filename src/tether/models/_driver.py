@@ -61,7 +61,7 @@ class _StatusError(Protocol):
 class _Accumulator(Protocol):
     @property
     def finished(self) -> bool: ...
-    def result(self) -> ModelResponse: ...
+    def result(self, *, report: ConversionReport | None = None) -> ModelResponse: ...
 
 
 class Accumulator(_Accumulator, Protocol):
@@ -117,13 +117,16 @@ def decode_body(
         raise ModelError(f"{provider} returned a malformed response: {exc}", stage="model") from exc
 
 
-def stream_result(accumulator: _Accumulator, provider: str, *, end: str) -> ModelResponse:
-    """The response a finished stream assembled. A stream cut before ``end`` (what marks a
-    complete stream, e.g. ``"message_stop"``) or one that does not decode raises ``ModelError``."""
+def stream_result(
+    accumulator: _Accumulator, provider: str, *, end: str, report: ConversionReport | None = None
+) -> ModelResponse:
+    """The response a finished stream assembled (what it cannot keep goes to ``report``). A stream
+    cut before ``end`` (what marks a complete stream, e.g. ``"message_stop"``) or one that does not
+    decode raises ``ModelError``."""
     if not accumulator.finished:
         raise ModelError(f"{provider} stream ended before {end}", stage="model")
     try:
-        return accumulator.result()
+        return accumulator.result(report=report)
     except DecodeError as exc:
         raise ModelError(f"{provider} streamed a malformed response: {exc}", stage="model") from exc
 
@@ -200,6 +203,17 @@ class Driver(ABC):
         indices into the messages it was given), or ``None`` before the first request. Each loss
         is also logged once at WARNING on the ``tether.models`` logger."""
         return self._reports.last
+
+    @property
+    def last_response_report(self) -> ConversionReport | None:
+        """What the latest response this driver decoded held that tether messages cannot keep
+        (server-side tool calls and results, citations and annotations, audio…): ``message`` is 0
+        (the response's one message) and ``part`` the position of the item in the provider's list
+        (content block, output item, candidate part; ``None`` for the whole response). ``None``
+        before the first response and while a request is under way; a streamed response reports
+        what the same non-streamed one would. Each kind of loss is also logged once per driver at
+        WARNING on the ``tether.models`` logger."""
+        return self._reports.last_response
 
     # -- the wire ---------------------------------------------------------------------------------
     def _memos(self) -> _Memos:
@@ -278,8 +292,8 @@ class Driver(ABC):
         """Send one non-streamed request; returns what :meth:`_decode_raw` reads."""
         raise NotImplementedError(f"{type(self).__name__} must implement _send() or override generate()")
 
-    def _decode_raw(self, raw: Any) -> ModelResponse:
-        """The response :meth:`_send` received, decoded."""
+    def _decode_raw(self, raw: Any, report: ConversionReport) -> ModelResponse:
+        """The response :meth:`_send` received, decoded; what it cannot keep goes to ``report``."""
         raise NotImplementedError(f"{type(self).__name__} must implement _decode_raw() or override generate")
 
     def _open_stream(
@@ -311,16 +325,20 @@ class Driver(ABC):
     ) -> ModelResponse:
         """One non-streamed request, no tool execution."""
         request = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        self._reports.record_response(self.name, None)
         try:
             raw = await self._send(request, settings)
         except TetherError:
             raise
         except self._failures as exc:
             raise self._error(exc) from exc
+        report = ConversionReport()
         try:
-            return self._decode_raw(raw)
+            response = self._decode_raw(raw, report)
         except DecodeError as exc:
             raise ModelError(f"{self._provider} returned a malformed response: {exc}", stage="model") from exc
+        self._reports.record_response(self.name, report)
+        return response
 
     async def stream(
         self,
@@ -336,6 +354,7 @@ class Driver(ABC):
         ends before it is complete raises ``ModelError``; cancelling the consumer closes the HTTP
         stream."""
         request = self.request(messages, instructions=instructions, tools=tools, settings=settings)
+        self._reports.record_response(self.name, None)
         accumulator = self._accumulator()
         try:
             async with self._open_stream(request, settings) as events:
@@ -348,4 +367,7 @@ class Driver(ABC):
             raise
         except self._failures as exc:
             raise self._error(exc) from exc
-        yield self._finish(stream_result(accumulator, self._provider, end=self._stream_end), accumulator)
+        report = ConversionReport()
+        response = stream_result(accumulator, self._provider, end=self._stream_end, report=report)
+        self._reports.record_response(self.name, report)
+        yield self._finish(response, accumulator)

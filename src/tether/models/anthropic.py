@@ -20,6 +20,7 @@ from tether.models._driver import Driver, api_key, decode_body, sdk_error
 from tether.models._limits import ANTHROPIC_LIMITS, apply_limits
 from tether.models._sdk import require
 from tether.models.wire import anthropic as wire
+from tether.models.wire._common import ConversionReport
 from tether.models.wire._json import given
 from tether.models.wire.anthropic import PROVIDER, StreamAccumulator, decode_response, encode_messages
 
@@ -162,8 +163,8 @@ class AnthropicModel(Driver):
         body: bytes = await raw.read()
         return body
 
-    def _decode_raw(self, raw: bytes) -> ModelResponse:
-        return decode_body(raw, PROVIDER, decode_response)
+    def _decode_raw(self, raw: bytes, report: ConversionReport) -> ModelResponse:
+        return decode_body(raw, PROVIDER, lambda body: decode_response(body, report=report))
 
     @asynccontextmanager
     async def _open_stream(

@@ -213,8 +213,8 @@ class GeminiModel(Driver):
         response: genai_types.GenerateContentResponse = await models.generate_content(**request)
         return _dump(response)
 
-    def _decode_raw(self, raw: dict[str, Any]) -> ModelResponse:
-        return decode_response(raw)
+    def _decode_raw(self, raw: dict[str, Any], report: ConversionReport) -> ModelResponse:
+        return decode_response(raw, report=report)
 
     @asynccontextmanager
     async def _open_stream(

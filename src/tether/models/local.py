@@ -48,6 +48,7 @@ from tether.models._local_prompt import (
     tool_choice,
 )
 from tether.models._local_repeat import REPETITION, RepetitionDetector
+from tether.models.wire._common import ConversionReport
 from tether.models.wire.openai_chat import StreamAccumulator, encode_messages
 
 if TYPE_CHECKING:
@@ -295,15 +296,18 @@ class LocalModel(Driver):
         ``stop_reason="repetition"``."""
         request = self.request(messages, instructions=instructions, tools=tools, settings=settings)
         accumulator = StreamAccumulator(provider="local")
+        self._reports.record_response(self.name, None)
         repeated = False
         async for chunk in _threaded(lambda stop: self._chunks(request, stop)):
             repeated = bool(chunk.pop(REPEATED, False)) or repeated
             for event in accumulator.feed(chunk):
                 yield event
+        report = ConversionReport()
         try:
-            response = accumulator.result()
+            response = accumulator.result(report=report)
         except DecodeError as exc:
             raise ModelError(f"local model streamed a malformed response: {exc}", stage="model") from exc
+        self._reports.record_response(self.name, report)
         if repeated:
             response = ModelResponse(
                 replace(response.message, stop_reason=REPETITION), "length", response.usage

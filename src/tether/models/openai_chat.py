@@ -22,7 +22,7 @@ from tether.models._base import ModelResponse, ModelSettings, Profile, ToolDefin
 from tether.models._driver import Driver, api_key, decode_body, sdk_error
 from tether.models._limits import OPENAI_LIMITS, apply_limits
 from tether.models._sdk import require
-from tether.models.wire._common import best_profile
+from tether.models.wire._common import ConversionReport, best_profile
 from tether.models.wire._json import given
 from tether.models.wire.openai_chat import StreamAccumulator, decode_response, encode_messages
 
@@ -190,8 +190,10 @@ class OpenAIChatModel(Driver):
         content: bytes = raw.content
         return content
 
-    def _decode_raw(self, raw: bytes) -> ModelResponse:
-        return decode_body(raw, self._provider, lambda body: decode_response(body, provider=self._provider))
+    def _decode_raw(self, raw: bytes, report: ConversionReport) -> ModelResponse:
+        return decode_body(
+            raw, self._provider, lambda body: decode_response(body, provider=self._provider, report=report)
+        )
 
     @asynccontextmanager
     async def _open_stream(

@@ -23,6 +23,7 @@ from tether.messages import Message  # noqa: E402
 from tether.models._base import ModelResponse, ModelSettings, Profile, ToolDefinition  # noqa: E402
 from tether.models._driver import Driver, api_key, decode_body, sdk_error  # noqa: E402
 from tether.models._limits import OPENAI_LIMITS, apply_limits  # noqa: E402
+from tether.models.wire._common import ConversionReport  # noqa: E402
 from tether.models.wire._json import given  # noqa: E402
 from tether.models.wire.openai_responses import (  # noqa: E402
     REASONING_FAMILIES,
@@ -169,8 +170,10 @@ class OpenAIResponsesModel(Driver):
         content: bytes = raw.content
         return content
 
-    def _decode_raw(self, raw: bytes) -> ModelResponse:
-        return decode_body(raw, _PROVIDER_LABEL, lambda body: _failed(decode_response(body), body))
+    def _decode_raw(self, raw: bytes, report: ConversionReport) -> ModelResponse:
+        return decode_body(
+            raw, _PROVIDER_LABEL, lambda body: _failed(decode_response(body, report=report), body)
+        )
 
     @asynccontextmanager
     async def _open_stream(

@@ -83,6 +83,7 @@ TETHER_TOOL_LEDGER: Final = "tether.tool.ledger"
 TETHER_TOOL_IDEMPOTENT: Final = "tether.tool.idempotent"
 
 TETHER_LOSSES_EVENT: Final = "tether.request.losses"
+TETHER_RESPONSE_LOSSES_EVENT: Final = "tether.response.losses"
 TETHER_LOSSES_COUNT: Final = "tether.losses.count"
 TETHER_LOSSES_DROPPED: Final = "tether.losses.dropped"
 TETHER_LOSSES_APPROXIMATED: Final = "tether.losses.approximated"

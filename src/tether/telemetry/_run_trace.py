@@ -248,7 +248,7 @@ class RunTrace:
                 attributes[n.GEN_AI_SYSTEM_INSTRUCTIONS] = _content.instructions(
                     run.instructions, inst.max_chars
                 )
-        before = getattr(model, "last_request_report", None)
+        before = (getattr(model, "last_request_report", None), getattr(model, "last_response_report", None))
         span = inst.start(f"{n.OP_CHAT} {model_name}", SpanKind.CLIENT, attributes)
         token = otel_context.attach(trace.set_span_in_context(span))
         started = time.perf_counter()
@@ -315,16 +315,21 @@ def _settings(attributes: dict[str, AttributeValue], settings: Any) -> None:
         attributes[n.GEN_AI_REQUEST_STOP_SEQUENCES] = tuple(settings.stop)
 
 
-def _losses(span: Span, model: Model, before: object) -> None:
-    """The request's conversion report (``last_request_report`` of a driver), as an event: how
-    many parts were dropped or approximated, and what."""
-    report = getattr(model, "last_request_report", None)
+def _losses(span: Span, model: Model, before: tuple[object, object]) -> None:
+    """The request's conversion report (``last_request_report`` of a driver) and the response's
+    (``last_response_report``), each as an event: how many parts were dropped or approximated,
+    and what."""
+    _loss_event(span, getattr(model, "last_request_report", None), before[0], n.TETHER_LOSSES_EVENT)
+    _loss_event(span, getattr(model, "last_response_report", None), before[1], n.TETHER_RESPONSE_LOSSES_EVENT)
+
+
+def _loss_event(span: Span, report: object, before: object, event: str) -> None:
     if report is None or report is before:
         return
     losses = list(getattr(report, "losses", ()))
     kinds = [str(getattr(loss, "kind", "")) for loss in losses]
     span.add_event(
-        n.TETHER_LOSSES_EVENT,
+        event,
         {
             n.TETHER_LOSSES_COUNT: len(losses),
             n.TETHER_LOSSES_DROPPED: kinds.count("dropped"),

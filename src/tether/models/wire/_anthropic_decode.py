@@ -65,6 +65,11 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
 ``context``…) is dropped on import and reported."""
 
 
+_CARRIES_NOTHING: Final[Mapping[str, object]] = MappingProxyType({"caller": {"type": "direct"}})
+"""Block field values that only state the default (a tool call the model made itself, not one made
+from code execution): not a loss when a response leaves them out."""
+
+
 def _media(block: Mapping[str, Any], path: str) -> Image | Document:
     kind = block["type"]
     source = obj(block.get("source"), f"{path}.source")
@@ -228,17 +233,27 @@ def decode_usage(raw: object) -> Usage:
     )
 
 
-def decode_response(body: Mapping[str, Any]) -> ModelResponse:
+def decode_response(body: Mapping[str, Any], *, report: ConversionReport | None = None) -> ModelResponse:
     """A Messages API response body → :class:`~tether.models.ModelResponse`. Server-tool blocks
-    (web search, code execution) have no tether equivalent and are left out."""
+    (``server_tool_use``, ``web_search_tool_result``, code execution…) and block fields such as
+    text ``citations`` have no tether equivalent: they are left out and, given a ``report``, listed
+    there (message 0, part = block index)."""
     body = obj(body, "$")
+    report = ConversionReport() if report is None else report
     parts: list[Part] = []
     for pi, block in enumerate(seq(body.get("content", []), "$.content")):
         path = f"$.content[{pi}]"
         block = obj(block, path)
-        part = _decode_assistant_block(block, string(block, "type", path), path)
-        if part is not None:
-            parts.append(part)
+        kind = string(block, "type", path)
+        part = _decode_assistant_block(block, kind, path)
+        if part is None:
+            report.drop(0, pi, f"{kind} block", "a provider-side block with no tether equivalent")
+            continue
+        parts.append(part)
+        known = _FIELDS.get(kind, frozenset())
+        for key, value in block.items():
+            if key not in known and value not in (None, [], {}, "", _CARRIES_NOTHING.get(key)):
+                report.drop(0, pi, f"{kind} {key}", f"the {kind} block field has no tether equivalent")
     stop_reason = normalize_stop_reason(body.get("stop_reason"))
     usage = decode_usage(body.get("usage"))
     model = body.get("model")
@@ -327,7 +342,9 @@ class StreamAccumulator:
         if kind == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta["thinking"]
             return [ReasoningDelta(part, delta["thinking"])] if part is not None and delta["thinking"] else []
-        if kind == "signature_delta":
+        if kind == "citations_delta":
+            block.setdefault("citations", []).append(delta.get("citation"))
+        elif kind == "signature_delta":
             block["signature"] = block.get("signature", "") + delta["signature"]
         elif kind == "input_json_delta":
             piece: str = delta.get("partial_json", "")
@@ -354,6 +371,6 @@ class StreamAccumulator:
             body["usage"] = self._usage
         return body
 
-    def result(self) -> ModelResponse:
-        """The response the equivalent non-streamed call would have produced."""
-        return decode_response(self.body())
+    def result(self, *, report: ConversionReport | None = None) -> ModelResponse:
+        """The response the equivalent non-streamed call would have produced (and its losses)."""
+        return decode_response(self.body(), report=report)

@@ -1,6 +1,6 @@
-"""What importing a provider transcript can report, per wire format: the table
-docs/compatibility.md lists (rendered by :mod:`tether.models._compat`), and the contract a test
-holds every ``decode_messages`` report to (a loss nobody listed is a test failure).
+"""What importing a provider transcript, or decoding a response, can report, per wire format: the
+tables docs/compatibility.md lists (rendered by :mod:`tether.models._compat`), and the contract a test
+holds every ``decode_messages`` (and ``decode_response``) report to (a loss nobody listed is a test failure).
 
 Each entry is ``(what, kind, why)``: ``what`` is the ``Loss.what`` text (``<…>`` stands for a
 name taken from the input), ``kind`` ``dropped`` or ``approximated``. Report indices of an import
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, Literal
 
-__all__ = ["IMPORT_LOSSES", "documented_loss"]
+__all__ = ["IMPORT_LOSSES", "RESPONSE_LOSSES", "documented_loss"]
 
 Kind = Literal["dropped", "approximated"]
 Entry = tuple[str, Kind, str]
@@ -91,6 +91,53 @@ IMPORT_LOSSES: Final[Mapping[str, tuple[Entry, ...]]] = MappingProxyType(
 """Per wire format, everything ``decode_messages`` may report (read-only)."""
 
 
+RESPONSE_LOSSES: Final[Mapping[str, tuple[Entry, ...]]] = MappingProxyType(
+    {
+        "openai_chat": (
+            ("audio", "dropped", "the message's `audio` (data and transcript)"),
+            ("annotations", "dropped", "the message's `annotations` (`url_citation`, …)"),
+            ("<type> content", "dropped", "a content entry without text (compatible servers)"),
+        ),
+        "openai_responses": (
+            (
+                "<kind> item",
+                "dropped",
+                "provider-side items (`web_search_call`, `mcp_call`, `file_search_call`, …)",
+            ),
+            ("text annotations", "dropped", "`annotations` of an `output_text` (citations)"),
+            ("refusal", "approximated", "a refusal content is kept as text (stop reason `content_filter`)"),
+        ),
+        "anthropic": (
+            (
+                "<type> block",
+                "dropped",
+                "provider-side blocks (`server_tool_use`, `web_search_tool_result`, `mcp_tool_use`, …)",
+            ),
+            (
+                "<type> <field>",
+                "dropped",
+                "a kept block's other non-empty fields (`text citations`; `tool_use caller` unless `direct`)",
+            ),
+        ),
+        "gemini": (
+            (
+                "<kinds> part",
+                "dropped",
+                "parts with no tether equivalent (`executableCode`, `codeExecutionResult`, …)",
+            ),
+            ("videoMetadata", "dropped", "a file part's video offsets and frame rate"),
+            ("groundingMetadata", "dropped", "the candidate's search grounding"),
+            ("citationMetadata", "dropped", "the candidate's citations"),
+            ("urlContextMetadata", "dropped", "the candidate's URL context retrieval"),
+            ("finishMessage", "dropped", "the explanation of a finish reason other than `STOP`"),
+        ),
+    }
+)
+"""What a decoded response can report (``last_response_report`` of a driver, ``report=`` of the
+wires' ``decode_response``): message 0, part = the position of the item in the provider's list
+(content block, output item, candidate part), ``None`` for a field of the whole response."""
+
+
 def _pattern(what: str) -> re.Pattern[str]:
     """``<kinds>`` stands for a comma-separated list, any other ``<…>`` for one word."""
     out: list[str] = []
@@ -112,6 +159,16 @@ _PATTERNS: Final = MappingProxyType(
 )
 
 
-def documented_loss(fmt: str, what: str, kind: str) -> bool:
-    """Whether a loss reported by ``fmt``'s import is one :data:`IMPORT_LOSSES` lists."""
-    return any(pattern.match(what) and kind == listed for pattern, listed in _PATTERNS.get(fmt, ()))
+_RESPONSE_PATTERNS: Final = MappingProxyType(
+    {
+        fmt: tuple((_pattern(what), kind) for what, kind, _why in entries)
+        for fmt, entries in RESPONSE_LOSSES.items()
+    }
+)
+
+
+def documented_loss(fmt: str, what: str, kind: str, *, response: bool = False) -> bool:
+    """Whether a loss reported by ``fmt``'s import is one :data:`IMPORT_LOSSES` lists (with
+    ``response``: by a decoded response, one :data:`RESPONSE_LOSSES` lists)."""
+    patterns = (_RESPONSE_PATTERNS if response else _PATTERNS).get(fmt, ())
+    return any(pattern.match(what) and kind == listed for pattern, listed in patterns)

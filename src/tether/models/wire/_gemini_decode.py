@@ -260,21 +260,39 @@ def _response_key(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(msgspec.json.encode(content, order="sorted")).hexdigest()[:16]
 
 
-def decode_response(body: Mapping[str, Any]) -> ModelResponse:
+_CANDIDATE_EXTRAS: Final = (
+    ("groundingMetadata", "grounding_metadata"),
+    ("citationMetadata", "citation_metadata"),
+    ("urlContextMetadata", "url_context_metadata"),
+    ("finishMessage", "finish_message"),
+)
+"""Candidate fields tether messages have no place for: reported as dropped when present
+(``finishMessage`` only when the finish reason is not ``STOP``)."""
+
+
+def decode_response(body: Mapping[str, Any], *, report: ConversionReport | None = None) -> ModelResponse:
     """A ``generateContent`` response body → :class:`~tether.models.ModelResponse` (first candidate).
 
     Calls without ids get ``gemini-<responseId>-<part>``: the same body always gives the same ids.
     A prompt blocked before any candidate gives an empty message with stop reason
-    ``content_filter``.
+    ``content_filter``. Server-side parts (``executableCode``, ``codeExecutionResult``…) and the
+    candidate's ``groundingMetadata``, ``citationMetadata``, ``urlContextMetadata`` and
+    ``finishMessage`` (explaining a stop other than ``STOP``) are left out and, given a ``report``,
+    listed there (message 0, part = part index; ``None`` for a candidate field).
     """
     body = obj(body, "$")
     candidates = seq(body.get("candidates") or [], "$.candidates")
     parts: list[Part] = []
     finish: object = None
-    report = ConversionReport()
+    report = ConversionReport() if report is None else report
     if candidates:
         candidate = obj(candidates[0], "$.candidates[0]")
         finish = _get(candidate, "finishReason", "finish_reason")
+        for camel, snake in _CANDIDATE_EXTRAS:
+            if camel == "finishMessage" and finish in (None, "STOP"):
+                continue  # on a normal stop it only restates it ("Model generated function call(s).")
+            if _get(candidate, camel, snake) not in (None, [], {}, ""):
+                report.drop(0, None, camel, "a candidate field with no tether equivalent")
         content = obj(candidate.get("content") or {}, "$.candidates[0].content")
         key = _response_key(body)
         for pi, raw in enumerate(seq(content.get("parts") or [], "$.candidates[0].content.parts")):
@@ -316,6 +334,7 @@ class StreamAccumulator:
         self._parts: list[JSON] = []
         self._meta: JSON = {}
         self._finish: object = None
+        self._extras: JSON = {}
 
     @property
     def finished(self) -> bool:
@@ -337,6 +356,9 @@ class StreamAccumulator:
         finish = candidate.get("finishReason")
         if finish is not None:
             self._finish = finish
+        for camel, _ in _CANDIDATE_EXTRAS:
+            if candidate.get(camel) not in (None, [], {}, ""):  # chunks may repeat it empty
+                self._extras[camel] = candidate[camel]
         content = obj(candidate.get("content") or {}, "$.candidates[0].content")
         for pi, raw in enumerate(seq(content.get("parts") or [], "$.candidates[0].content.parts")):
             self._absorb(obj(raw, f"$.candidates[0].content.parts[{pi}]"), events)
@@ -382,11 +404,11 @@ class StreamAccumulator:
         before any candidate gives a body without candidates, as the non-streamed call does."""
         if not self._parts and self._finish is None:
             return {"candidates": [], **self._meta}
-        candidate: JSON = {"content": {"role": "model", "parts": self._parts}, "index": 0}
+        candidate: JSON = {"content": {"role": "model", "parts": self._parts}, "index": 0, **self._extras}
         if self._finish is not None:
             candidate["finishReason"] = self._finish
         return {"candidates": [candidate], **self._meta}
 
-    def result(self) -> ModelResponse:
-        """The response the equivalent non-streamed call would have produced."""
-        return decode_response(self.body())
+    def result(self, *, report: ConversionReport | None = None) -> ModelResponse:
+        """The response the equivalent non-streamed call would have produced (and its losses)."""
+        return decode_response(self.body(), report=report)

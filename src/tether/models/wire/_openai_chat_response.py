@@ -11,7 +11,7 @@ from typing import Any, Final
 from tether.errors import DecodeError
 from tether.messages import Message, Part, Reasoning, Text, ToolCall, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
-from tether.models.wire._common import fallback_id
+from tether.models.wire._common import ConversionReport, fallback_id
 from tether.models.wire._json import obj, opt_obj, opt_str, seq, string
 
 __all__ = [
@@ -103,15 +103,21 @@ def _legacy_call(holder: Mapping[str, Any]) -> list[Any]:
     return [{"type": "function", "function": function}] if isinstance(function, Mapping) else []
 
 
-def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
+def decode_response(
+    body: JSON, *, provider: str = "openai", report: ConversionReport | None = None
+) -> ModelResponse:
     """A ``chat.completion`` body → the assistant message, normalized stop reason and usage.
 
     Part order: reasoning (``reasoning_content`` / ``reasoning`` fields, or a leading
     ``<think>…</think>`` block in the content), text, refusal text, tool calls. A call without an
     id gets a deterministic one derived from the response id, its index, name and arguments.
     Gemini's ``extra_content.google.thought_signature`` is kept as the call's (or text's) signature.
-    A deprecated ``function_call`` (no ``tool_calls``) is decoded as one such call.
+    A deprecated ``function_call`` (no ``tool_calls``) is decoded as one such call. The message's
+    ``audio`` and ``annotations`` (web search citations), and content entries without text, have
+    no tether equivalent: they are left out and, given a ``report``, listed there (message 0;
+    part = content index, ``None`` for a message field).
     """
+    report = ConversionReport() if report is None else report
     choices: list[Any] = body.get("choices") or []
     if not isinstance(choices, list) or not choices:  # pyright: ignore[reportUnnecessaryIsInstance]
         raise DecodeError("OpenAI Chat response has no choices", path="$.choices")
@@ -129,15 +135,23 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
         content = split[1]
     if isinstance(content, list):
         items: list[Any] = content  # pyright: ignore[reportUnknownVariableType]
-        for raw in items:
-            text = _str(opt_obj(raw).get("text"))
+        for ci, raw in enumerate(items):
+            entry = opt_obj(raw)
+            text = _str(entry.get("text"))
             if text is not None:
                 parts.append(Text(text))
+            else:
+                kind = entry.get("type")
+                what = f"{kind if isinstance(kind, str) else 'untyped'} content"
+                report.drop(0, ci, what, "a content entry without text has no tether equivalent")
     elif isinstance(content, str) and content:
         parts.append(Text(content))
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:
         parts.append(Text(refusal))
+    for key in _DROPPED_FIELDS:
+        if message.get(key) not in (None, [], {}, ""):
+            report.drop(0, None, key, f"the message's {key} has no tether equivalent")
     raw_calls: object = message.get("tool_calls") or _legacy_call(message)
     calls: list[ToolCall] = []
     for ci, raw_call in enumerate(seq(raw_calls, "$.choices[0].message.tool_calls")):
@@ -171,6 +185,10 @@ def decode_response(body: JSON, *, provider: str = "openai") -> ModelResponse:
     return ModelResponse(assistant, stop_reason, usage)
 
 
+_DROPPED_FIELDS: Final = ("audio", "annotations")
+"""Fields of a response message tether messages have no place for (reported when present)."""
+
+
 # -- streaming -----------------------------------------------------------------------------------
 class _CallState:
     __slots__ = ("arguments", "extra", "id", "name")
@@ -201,6 +219,8 @@ class StreamAccumulator:
         self._reasoning: list[str] = []
         self._refusal: list[str] = []
         self._extra: Any = None
+        self._annotations: list[Any] = []
+        self._audio: JSON = {}
         self._calls: dict[int, _CallState] = {}
         self._mode = "start"  # start | think | text: where content pieces go
         self._think = False  # the content opened with a <think> block
@@ -229,6 +249,15 @@ class StreamAccumulator:
     def _absorb(self, delta: Mapping[str, Any], events: list[StreamEvent]) -> None:
         if delta.get("extra_content") is not None:
             self._extra = delta["extra_content"]
+        annotations = delta.get("annotations")
+        if isinstance(annotations, list):
+            self._annotations.extend(annotations)  # pyright: ignore[reportUnknownArgumentType]
+        audio = opt_obj(delta.get("audio"))
+        for key, value in audio.items():  # pieces of data and transcript are joined
+            previous = self._audio.get(key)
+            self._audio[key] = (
+                previous + value if isinstance(previous, str) and isinstance(value, str) else value
+            )
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
             self._reasoning.append(reasoning)
@@ -322,6 +351,10 @@ class StreamAccumulator:
             message["refusal"] = "".join(self._refusal)
         if self._extra is not None:
             message["extra_content"] = self._extra
+        if self._annotations:
+            message["annotations"] = self._annotations
+        if self._audio:
+            message["audio"] = self._audio
         if self._calls:
             calls: list[JSON] = []
             for index in sorted(self._calls):
@@ -338,6 +371,6 @@ class StreamAccumulator:
         choice: JSON = {"index": 0, "finish_reason": self._finish, "message": message}
         return {"id": self._id, "model": self._model, "choices": [choice], "usage": self._usage}
 
-    def result(self) -> ModelResponse:
-        """The response the equivalent non-streamed call would have produced."""
-        return decode_response(self.body(), provider=self.provider)
+    def result(self, *, report: ConversionReport | None = None) -> ModelResponse:
+        """The response the equivalent non-streamed call would have produced (and its losses)."""
+        return decode_response(self.body(), provider=self.provider, report=report)

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
-from tether.models.wire._common import ConversionReport
+from tether.models.wire._common import ConversionReport, Loss
 from tether.models.wire._json import b64decode, fail, obj, opt_str, seq, string
 
 __all__ = ["PROVIDER", "StreamAccumulator", "decode_messages", "decode_response"]
@@ -29,7 +29,7 @@ class _Importer:
 
     def __init__(self, report: ConversionReport, *, native: bool) -> None:
         self.report = report
-        self.native = native  # decoding a response: native tool items are dropped without report
+        self.native = native  # decoding a response (positions are output indexes)
         self.messages: list[Message] = []
         self.parts: list[Part] = []
         self.role: str | None = None
@@ -80,8 +80,7 @@ class _Importer:
             content = self._output(item.get("output"), ii, f"{path}.output")
             self.parts.append(ToolResult(call_id, name, content))
         else:
-            if not self.native:
-                self.report.drop(ii, None, f"{kind} item", "a provider-native item with no tether equivalent")
+            self.report.drop(ii, None, f"{kind} item", "a provider-native item with no tether equivalent")
             return
         self.last_was_message = False
 
@@ -127,7 +126,7 @@ class _Importer:
             kind = string(entry, "type", epath)
             if kind in ("output_text", "input_text", "text"):
                 texts.append(Text(string(entry, "text", epath)))
-                if entry.get("annotations") and not self.native:
+                if entry.get("annotations"):
                     self.report.drop(ii, ci, "text annotations", "tether text has no annotations")
             elif kind == "refusal":
                 texts.append(Text(string(entry, "refusal", epath)))
@@ -277,9 +276,11 @@ def _stop_reason(body: Mapping[str, Any], message: Message, *, refused: bool) ->
     return "content_filter" if refused else "stop"
 
 
-def decode_response(body: object) -> ModelResponse:
+def decode_response(body: object, *, report: ConversionReport | None = None) -> ModelResponse:
     """A Responses API response body → ``ModelResponse``. Provider-native items (web search,
-    MCP, code interpreter, …) have no tether equivalent and are left out."""
+    MCP, code interpreter, …) and ``annotations`` on output text have no tether equivalent: they
+    are left out and, given a ``report``, listed there (message 0, part = output index), as is a
+    refusal kept as text."""
     response = obj(body, "$")
     importer = _Importer(ConversionReport(), native=True)
     importer.role = "assistant"
@@ -291,6 +292,9 @@ def decode_response(body: object) -> ModelResponse:
     usage = _usage(response.get("usage"))
     draft = Message("assistant", parts)
     refused = any(loss.what == "refusal" for loss in importer.report.losses)
+    if report is not None:  # the importer counts items as messages: here they are the parts
+        for loss in importer.report.losses:
+            report.losses.append(Loss(0, loss.message, loss.kind, loss.what, loss.reason))
     stop = _stop_reason(response, draft, refused=refused)
     message = Message(
         "assistant",
@@ -414,6 +418,6 @@ class StreamAccumulator:
             output.append(item)
         return {**self.response, "output": output}
 
-    def result(self) -> ModelResponse:
-        """The final response (also usable on a cut stream: what arrived so far)."""
-        return decode_response(self.body())
+    def result(self, *, report: ConversionReport | None = None) -> ModelResponse:
+        """The final response (also usable on a cut stream: what arrived so far), and its losses."""
+        return decode_response(self.body(), report=report)
