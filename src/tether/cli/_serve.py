@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
 import typer
@@ -82,11 +81,21 @@ def _database(db: Path | None, postgres: str | None) -> tuple[str | None, str | 
     return str(path), None
 
 
-@asynccontextmanager
-async def _users(db: Path | None, postgres: str | None, schema: str | None) -> AsyncGenerator[Any]:
+T = TypeVar("T")
+
+
+def _on_users(
+    db: Path | None, postgres: str | None, schema: str | None, op: Callable[[Any], Awaitable[T]]
+) -> T:
+    """Open the user store the options name, run ``op`` on it, close it: one command's work."""
+
     path, dsn = _database(db, postgres)
-    async with open_user_store(db=path, postgres=dsn, schema=schema) as users:
-        yield users
+
+    async def run() -> T:
+        async with open_user_store(db=path, postgres=dsn, schema=schema) as users:
+            return await op(users)
+
+    return asyncio.run(run())
 
 
 @serve_app.callback()
@@ -195,12 +204,7 @@ def add_user(
     postgres_schema: SchemaOpt = None,
 ) -> None:
     """Create a user and print its API token (shown only this once; stored hashed)."""
-
-    async def run() -> str:
-        async with _users(db, postgres, postgres_schema) as users:
-            return await users.add_user(name)
-
-    typer.echo(asyncio.run(run()))
+    typer.echo(_on_users(db, postgres, postgres_schema, lambda users: users.add_user(name)))
 
 
 @users_app.command("token")
@@ -211,12 +215,7 @@ def add_token(
     postgres_schema: SchemaOpt = None,
 ) -> None:
     """Print a new, additional API token for a user."""
-
-    async def run() -> str:
-        async with _users(db, postgres, postgres_schema) as users:
-            return await users.add_token(name)
-
-    typer.echo(asyncio.run(run()))
+    typer.echo(_on_users(db, postgres, postgres_schema, lambda users: users.add_token(name)))
 
 
 @users_app.command("revoke")
@@ -227,12 +226,7 @@ def revoke_user(
     postgres_schema: SchemaOpt = None,
 ) -> None:
     """Revoke a user and every token of it (their requests get 401 from now on)."""
-
-    async def run() -> None:
-        async with _users(db, postgres, postgres_schema) as users:
-            await users.revoke_user(name)
-
-    asyncio.run(run())
+    _on_users(db, postgres, postgres_schema, lambda users: users.revoke_user(name))
     out_console().print(f"revoked {name}")
 
 
@@ -243,12 +237,7 @@ def list_users(
     postgres_schema: SchemaOpt = None,
 ) -> None:
     """List users: name, created, revoked, active tokens."""
-
-    async def run() -> list[Any]:
-        async with _users(db, postgres, postgres_schema) as users:
-            return await users.users()
-
     console = out_console()
-    for user in asyncio.run(run()):
+    for user in _on_users(db, postgres, postgres_schema, lambda users: users.users()):
         state = f"revoked {user.revoked_at:%Y-%m-%d %H:%M}" if user.revoked_at else f"{user.tokens} token(s)"
         console.print(f"{user.name}\tcreated {user.created_at:%Y-%m-%d %H:%M}\t{state}")
