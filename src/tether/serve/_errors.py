@@ -24,7 +24,7 @@ from tether.errors import (
     UserError,
 )
 
-__all__ = ["ApiError", "error_body", "error_response", "handle_exception", "handle_http"]
+__all__ = ["ApiError", "check_part_bytes", "error_body", "error_response", "handle_exception", "handle_http"]
 
 log = logging.getLogger("tether.serve")
 _encoder = msgspec.json.Encoder()
@@ -56,6 +56,14 @@ class ApiError(Exception):
         self.type = type or _HTTP_TYPES.get(status, "error")
         self.message = message
         self.headers = headers or {}
+
+
+def check_part_bytes(text: str, limit: int, where: str) -> None:
+    """413 naming ``where`` (a JSON path) when ``text`` is over ``limit`` UTF-8 bytes: a prompt,
+    a deny reason or a client's tool result, each kept as one part (``max_part_bytes``). Text of
+    at most ``limit // 4`` characters cannot be over, so only longer text is encoded."""
+    if len(text) > limit // 4 and len(text.encode("utf-8", "surrogatepass")) > limit:
+        raise ApiError(413, f"{where}: over the limit (max_part_bytes={limit})")
 
 
 def error_body(type_: str, message: str, **extra: Any) -> bytes:

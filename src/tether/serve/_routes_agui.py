@@ -38,7 +38,7 @@ from ._agui_input import (
     to_tether,
 )
 from ._api import Api, Call
-from ._errors import ApiError
+from ._errors import ApiError, check_part_bytes
 from ._events import TERMINAL_TYPES
 from ._routes_runs import check_prompt
 from ._runs import decode_pause
@@ -156,8 +156,7 @@ async def _resume(
             converted, conversion = to_tether([message], first=index, media=False)
             losses.losses.extend(conversion.losses)
             result = converted[0].tool_results[0]
-            if len(result.text) > limit // 4 and len(result.text.encode("utf-8", "surrogatepass")) > limit:
-                raise ApiError(413, f"$.messages[{index}].content: over the limit (max_part_bytes={limit})")
+            check_part_bytes(result.text, limit, f"$.messages[{index}].content")
             decisions.append(Decision(call_id, "result", value=result.text, failed=result.failed))
             used += 1
         elif found is not None:

@@ -7,7 +7,7 @@ from starlette.responses import Response, StreamingResponse
 from tether.stores._events import RunRecord
 
 from ._api import Api, Call, Query, json_response, query_int
-from ._errors import ApiError
+from ._errors import ApiError, check_part_bytes
 from ._runs import decode_pause
 from ._schemas import DecisionsIn, PauseOut, PendingCallOut, RunIn, RunList, RunOut
 from ._sse import SSE_HEADERS, check_resume_point, event_stream, resume_point
@@ -25,8 +25,7 @@ def check_prompt(prompt: str, limit: int, where: str) -> None:
     """422 for an empty prompt, 413 for one over ``limit`` UTF-8 bytes (``where``: its JSON path)."""
     if not prompt.strip():
         raise ApiError(422, f"{where}: the prompt is empty")
-    if len(prompt) > limit // 4 and len(prompt.encode("utf-8", "surrogatepass")) > limit:
-        raise ApiError(413, f"{where}: over the limit (max_part_bytes={limit})")
+    check_part_bytes(prompt, limit, where)
 
 
 def run_out(record: RunRecord) -> RunOut:

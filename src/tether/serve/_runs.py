@@ -44,7 +44,7 @@ from tether.stores import Store
 from tether.stores._events import EventLog, RunRecord, RunStatus
 from tether.telemetry import TraceLink, continue_trace, parse_traceparent
 
-from ._errors import ApiError
+from ._errors import ApiError, check_part_bytes
 from ._events import ErrorInfo as EventError
 from ._events import (
     EventOut,
@@ -533,8 +533,8 @@ def _check_size(decision: Decision, where: str, limit: int) -> None:
     conversation keeps, bounded like a prompt or an imported part."""
     if not limit:
         return
-    if decision.reason is not None and len(decision.reason.encode("utf-8", "surrogatepass")) > limit:
-        raise ApiError(413, f"{where}.reason: over the limit (max_part_bytes={limit})")
+    if decision.reason is not None:
+        check_part_bytes(decision.reason, limit, f"{where}.reason")
     if decision.value is not None and len(_encoder.encode(decision.value)) > limit:
         raise ApiError(413, f"{where}.value: over the limit (max_part_bytes={limit})")
 
