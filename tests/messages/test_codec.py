@@ -71,6 +71,33 @@ def test_unknown_fields_are_ignored() -> None:
     assert tether.loads(data) == [tether.user("hi")]
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        '[{"role":"user","parts":[{"type":"text","text":"a"}]},{"role":"user","content":"hi"}]',
+        b'[{"role":"user","parts":[{"type":"text","text":"a"}]},{"role":"user","content":[{"type":"text","text":"hi"}]}]',
+        memoryview(
+            b'[{"role":"system","parts":[{"type":"text","text":"a"}]},{"role":"assistant","content":null}]'
+        ),
+    ],
+)
+def test_another_formats_message_is_refused_not_read_as_empty(data: str | bytes | memoryview) -> None:
+    with pytest.raises(tether.DecodeError, match=r'message 1 has "content".*tether.convert') as info:
+        tether.loads(data)
+    assert info.value.path == "$[1].content"
+    with pytest.raises(tether.DecodeError, match=r'the message has "content"') as one:
+        tether.loads_message('{"role":"user","content":"hi"}')
+    assert one.value.path == "$.content"
+
+
+def test_a_message_with_no_parts_still_decodes() -> None:
+    empty = tether.Message("assistant", stop_reason="length")
+    assert tether.dumps([empty]) == b'[{"role":"assistant","stopReason":"length"}]'  # parts omitted
+    assert tether.loads(tether.dumps([empty])) == [empty]
+    both = b'{"role":"assistant","parts":[],"content":"x"}'  # parts given: content is an unknown field
+    assert tether.loads_message(both) == tether.Message("assistant")
+
+
 def test_accepts_str_and_memoryview() -> None:
     data = tether.dumps([tether.user("hi")])
     assert tether.loads(data.decode()) == tether.loads(memoryview(data))

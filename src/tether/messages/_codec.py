@@ -86,13 +86,39 @@ def _unencodable(value: object, path: str) -> str | None:
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> list[Message]:
-    """Decode a JSON array of messages. Anything else raises ``DecodeError`` with a JSON path."""
-    return _decode(_list_decoder, data)
+    """Decode a JSON array of messages. Anything else raises ``DecodeError`` with a JSON path.
+
+    A message written in another format's shape (``"content"`` where the contract has
+    ``"parts"``) is refused rather than read as a message with no parts (ADR 0001)."""
+    messages: list[Message] = _decode(_list_decoder, data)
+    for index, message in enumerate(messages):
+        if not message.parts:  # rare: only then look at the document again
+            _refuse_content(data, index)
+    return messages
 
 
 def loads_message(data: bytes | bytearray | memoryview | str) -> Message:
-    """Decode one JSON message object."""
-    return _decode(_one_decoder, data)
+    """Decode one JSON message object (refusing ``"content"`` as ``loads`` does)."""
+    message: Message = _decode(_one_decoder, data)
+    if not message.parts:
+        _refuse_content(data, None)
+    return message
+
+
+def _refuse_content(data: bytes | bytearray | memoryview | str, index: int | None) -> None:
+    """Raise ``DecodeError`` when the message at ``index`` (``None``: the document is one message)
+    has no ``parts`` but a ``content`` field: the contract never names a field ``content``, so
+    it is another format's message whose content would otherwise be dropped in silence."""
+    document: Any = _any_decoder.decode(data)
+    item: Any = document if index is None else document[index]
+    if "content" in item and "parts" not in item:
+        path = "$.content" if index is None else f"$[{index}].content"
+        where = "the message" if index is None else f"message {index}"
+        raise DecodeError(
+            f'{where} has "content" where the tether contract has "parts" (another format\'s '
+            f"message? tether.convert reads OpenAI, Anthropic, Gemini and peer formats) at {path}",
+            path=path,
+        )
 
 
 def _decode(decoder: msgspec.json.Decoder[Any], data: Any) -> Any:
