@@ -101,6 +101,11 @@ def slow_words() -> SlowWords:
     return SlowWords()
 
 
+def long_words() -> SlowWords:
+    """An answer that streams for about 30 seconds (a stream that stays open)."""
+    return SlowWords(words=600, delay=0.05)
+
+
 def fast_words() -> SlowWords:
     """A short answer with no pause (fuzzing and quick checks)."""
     return SlowWords(words=3, delay=0.0)

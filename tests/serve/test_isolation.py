@@ -4,9 +4,11 @@ conversations and runs answer 404, byte for byte the answer for ones that do not
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 import sqlite3
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -20,6 +22,8 @@ from tests.serve._serve_support import (
     tether,
     wait_status,
 )
+
+from tether.serve._sse import REVOKED
 
 ABSENT = "01a00000-0000-7000-8000-000000000000"
 
@@ -70,6 +74,7 @@ def test_missing_bad_and_revoked_tokens_get_401(db: Database, servers: Callable[
     with server.client(token) as client:
         assert client.get("/v1/me").json() == {"user": "alice", "auth": True}
     with server.client(None) as anonymous:
+        assert anonymous.get("/healthz").json() == {"ok": True}  # says nothing about anyone's runs
         r = anonymous.get("/v1/conversations")
         assert r.status_code == 401
         assert r.headers["www-authenticate"].startswith("Bearer")
@@ -81,6 +86,84 @@ def test_missing_bad_and_revoked_tokens_get_401(db: Database, servers: Callable[
         r = revoked.get("/v1/conversations")
         assert r.status_code == 401
         assert r.json() == {"error": {"type": "unauthorized", "message": "invalid or revoked token"}}
+
+
+def test_open_streams_of_a_revoked_user_end_and_reconnects_get_401(
+    db: Database, servers: Callable[..., Server]
+) -> None:
+    """Revoking a user ends the event streams they already hold (checked at every keep-alive
+    interval), on the run stream and on AG-UI; the run itself goes on, and bob is untouched."""
+    alice, bob = add_user(db, "alice"), add_user(db, "bob")
+    server = servers(db, model="py:tests.serve.scripted:long_words", extra=["--ping-interval", "0.2"])
+    with server.client(alice) as a, server.client(bob) as b:
+        cid = new_conversation(a)
+        run_id = start_run(a, cid, "talk")
+        bob_cid = new_conversation(b)
+        bob_run = start_run(b, bob_cid, "talk")
+        body = {
+            "threadId": new_conversation(a),
+            "runId": "r",
+            "messages": [{"id": "u", "role": "user", "content": "hi"}],
+        }
+        with (
+            a.stream("GET", f"/v1/runs/{run_id}/events") as sse,
+            a.stream("POST", "/v1/agui", json=body, headers={"Accept": "text/event-stream"}) as agui,
+            b.stream("GET", f"/v1/runs/{bob_run}/events") as bobs,
+        ):
+            sse_lines, agui_lines, bob_lines = sse.iter_lines(), agui.iter_lines(), bobs.iter_lines()
+            assert any(line.startswith("data: ") for line in _take(sse_lines, 4))
+            assert any(line.startswith("data: ") for line in _take(agui_lines, 4))
+            tether("serve", "users", "revoke", "alice", *db.args())
+            rest = list(sse_lines)  # ends long before the 30-second answer does
+            assert rest[-2:] == [f": {REVOKED}", ""]
+            assert not any('"type":"run.completed"' in line for line in rest)
+            agui_rest = [json.loads(line[6:]) for line in agui_lines if line.startswith("data: ")]
+            assert agui_rest[-1] == {"type": "RUN_ERROR", "message": REVOKED, "code": "unauthorized"}
+            assert any(line.startswith("data: ") for line in _take(bob_lines, 6))  # bob still streams
+        assert a.get(f"/v1/runs/{run_id}/events").status_code == 401
+        assert b.get(f"/v1/runs/{bob_run}").json()["status"] == "running"
+
+
+def test_open_event_streams_per_user_are_bounded_and_given_back(
+    db: Database, servers: Callable[..., Server]
+) -> None:
+    """Past ``--max-open-streams`` a user's next stream (run events or AG-UI) is 429 and an AG-UI
+    request starts no run; a closed stream gives its place back; other users are not counted."""
+    alice, bob = add_user(db, "alice"), add_user(db, "bob")
+    server = servers(db, model="py:tests.serve.scripted:long_words", extra=["--max-open-streams", "2"])
+    with server.client(alice) as a, server.client(bob) as b:
+        cid = new_conversation(a)
+        run_id = start_run(a, cid, "talk")
+        path = f"/v1/runs/{run_id}/events"
+        with a.stream("GET", path) as first, a.stream("GET", path) as second:
+            assert (first.status_code, second.status_code) == (200, 200)
+            refused = a.get(path)
+            assert refused.status_code == 429
+            assert refused.headers["retry-after"] == "5"
+            assert "at most 2" in refused.json()["error"]["message"]
+            thread = new_conversation(a)
+            hello = [{"id": "u", "role": "user", "content": "hi"}]
+            body = {"threadId": thread, "runId": "r", "messages": hello}
+            assert a.post("/v1/agui", json=body).status_code == 429
+            assert a.get(f"/v1/conversations/{thread}/runs").json()["runs"] == []  # no run started
+            bob_run = start_run(b, new_conversation(b), "talk")
+            with b.stream("GET", f"/v1/runs/{bob_run}/events") as bobs:
+                assert bobs.status_code == 200
+        deadline = time.monotonic() + 10  # the server sees the disconnects, and gives the places back
+        while _opens(a, path) == 429:
+            assert time.monotonic() < deadline, "closed streams never gave their places back"
+            time.sleep(0.1)
+        assert [_opens(a, path) for _ in range(5)] == [200] * 5  # one at a time: each gives its place back
+
+
+def _opens(client: httpx.Client, path: str) -> int:
+    """The status of a stream opened and closed at once."""
+    with client.stream("GET", path) as response:
+        return response.status_code
+
+
+def _take(lines: Iterator[str], n: int) -> list[str]:
+    return [line for _, line in zip(range(n), lines, strict=False)]
 
 
 def test_tokens_are_stored_hashed(tmp_path: Path) -> None:

@@ -136,6 +136,23 @@ def serve(
             "--max-active-runs", help="Running or paused runs one user may have at once (0: no limit).", min=0
         ),
     ] = 16,
+    max_open_streams: Annotated[
+        int,
+        typer.Option(
+            "--max-open-streams",
+            help="Event streams one user may hold open on each server process (0: no limit).",
+            min=0,
+        ),
+    ] = 32,
+    ping_interval: Annotated[
+        float,
+        typer.Option(
+            "--ping-interval",
+            help="Seconds between keep-alives of an idle event stream (open streams re-check their token).",
+            min=0.05,
+            max=3600,
+        ),
+    ] = 15.0,
     notify: Annotated[
         str,
         typer.Option("--notify", help="PostgreSQL live events: listen (LISTEN/NOTIFY) or poll.", hidden=True),
@@ -166,6 +183,8 @@ def serve(
             auth=not no_auth,
             notify=notify,
             max_active_runs=max_active_runs,
+            ping_interval=ping_interval,
+            max_open_streams=max_open_streams,
         )
         loaded = load_model(model) if workers == 1 else None
         if workers > 1:

@@ -178,7 +178,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
         return json_response(document)
 
     async def health(_: Request) -> Response:
-        return json_response({"ok": True, "running": state.manager.running})
+        return json_response({"ok": True})  # no token here: nothing about anyone's runs
 
     async def index(_: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")

@@ -45,3 +45,13 @@ class Authenticator:
         if name is None:
             raise ApiError(401, "invalid or revoked token", headers=_CHALLENGE)
         return Caller(name, headers)
+
+    async def still_allowed(self, request: Request, caller: Caller) -> bool:
+        """Whether ``request``'s token still authenticates ``caller`` (asked again by long
+        streams: a token or user revoked after the stream opened ends it)."""
+        if self.users is None:
+            return True
+        try:
+            return (await self.caller(request)).owner == caller.owner
+        except ApiError:
+            return False

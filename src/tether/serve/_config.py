@@ -46,6 +46,7 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     poll_interval: float = 0.05
     approval_ttl: float = 24 * 3600.0
     max_active_runs: int = 16
+    max_open_streams: int = 32
     notify: str = "listen"
 
     def __post_init__(self) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgspec
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from tether.agent import Tool
 from tether.errors import NotFound
@@ -43,7 +43,7 @@ from ._events import TERMINAL_TYPES
 from ._routes_runs import check_prompt
 from ._runs import decode_pause
 from ._schemas import Decision, DecisionsIn
-from ._sse import SSE_HEADERS, follow_log
+from ._sse import SlotStream, follow_log
 
 __all__ = ["INPUT_EVENT", "register"]
 
@@ -258,7 +258,12 @@ async def _stream(call: Call[RunAgentInput], plan: _Plan) -> AsyncIterator[bytes
     translator = Translator(run_id, cid, prefix=prefix)
     try:
         async for found in follow_log(
-            call.state.events, record, plan.after, ping_interval=call.state.config.ping_interval, until=_UNTIL
+            call.state.events,
+            record,
+            plan.after,
+            ping_interval=call.state.config.ping_interval,
+            until=_UNTIL,
+            allowed=lambda: call.state.auth.still_allowed(call.request, call.caller),
         ):
             if found is None:
                 yield b": ping\n\n"
@@ -268,6 +273,8 @@ async def _stream(call: Call[RunAgentInput], plan: _Plan) -> AsyncIterator[bytes
                     yield encode(out)
             if translator.done:
                 return
+    except ApiError as exc:  # the caller's token was revoked while the stream was open
+        yield encode({"type": "RUN_ERROR", "message": exc.message, "code": "unauthorized"})
     except Exception:
         log.exception("ag-ui stream of run %s failed", run_id)
         yield encode({"type": "RUN_ERROR", "message": "internal error", "code": "internal"})
@@ -288,5 +295,10 @@ def register(api: Api) -> None:
         """``threadId`` is one of your conversations (created when new); the events carry
         tether's run id as ``runId``. The run is detached like every run: a disconnect does not
         stop it (``POST /v1/runs/{runId}/cancel`` does). See docs/serve.md, AG-UI."""
-        plan = await _prepare(call)
-        return StreamingResponse(_stream(call, plan), media_type="text/event-stream", headers=SSE_HEADERS)
+        slot = call.state.streams.take(call.caller.owner)  # before a run starts: 429 starts none
+        try:
+            plan = await _prepare(call)
+        except BaseException:
+            slot.release()
+            raise
+        return SlotStream(_stream(call, plan), slot)

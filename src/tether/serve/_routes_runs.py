@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from tether.stores._events import RunRecord
 
@@ -10,7 +10,7 @@ from ._api import Api, Call, Query, json_response, query_int
 from ._errors import ApiError, check_part_bytes
 from ._runs import decode_pause
 from ._schemas import DecisionsIn, PauseOut, PendingCallOut, RunIn, RunList, RunOut
-from ._sse import SSE_HEADERS, check_resume_point, event_stream, resume_point
+from ._sse import SSE_HEADERS, SlotStream, check_resume_point, event_stream, resume_point
 
 __all__ = ["check_prompt", "register", "run_out"]
 
@@ -108,7 +108,7 @@ def register(api: Api) -> None:
         summary="The run's events as Server-Sent Events (id = sequence number; resumable)",
         query=(_AFTER,),
         headers=(_LAST_EVENT_ID,),
-        errors=(400, 401, 404),
+        errors=(400, 401, 404, 429),
         stream=True,
         tags=_TAGS,
     )
@@ -120,8 +120,15 @@ def register(api: Api) -> None:
         check_resume_point(after, record)
         if call.request.method == "HEAD":  # the headers only: no stream to keep open until the run ends
             return Response(media_type="text/event-stream", headers=SSE_HEADERS)
-        stream = event_stream(call.state.events, record, after, ping_interval=call.state.config.ping_interval)
-        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+        slot = call.state.streams.take(call.caller.owner)
+        stream = event_stream(
+            call.state.events,
+            record,
+            after,
+            ping_interval=call.state.config.ping_interval,
+            allowed=lambda: call.state.auth.still_allowed(call.request, call.caller),
+        )
+        return SlotStream(stream, slot)
 
     @api.route(
         "POST",

@@ -10,6 +10,7 @@ from tether.stores._events import EventLog
 from ._auth import Authenticator
 from ._config import ServeConfig
 from ._runs import RunManager
+from ._sse import StreamSlots
 
 __all__ = ["ServeState"]
 
@@ -23,3 +24,7 @@ class ServeState:
     events: EventLog = field(init=False)
     auth: Authenticator = field(init=False)
     manager: RunManager = field(init=False)
+    streams: StreamSlots = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.streams = StreamSlots(self.config.max_open_streams)
