@@ -363,6 +363,36 @@ def test_a_server_restart_mid_run_shows_the_run_interrupted(
         second.stop()
 
 
+def test_a_long_conversation_shows_where_it_was_compacted(
+    tmp_path: Path, open_tab: Callable[..., Tab]
+) -> None:
+    """Past 80% of the model's window the run compacts: a line in the conversation marks where
+    (its summary one click away), every message stays on the page, and the runs go on."""
+    db = Database("sqlite", path=tmp_path / "serve.db")
+    token = add_user(db, "alice")
+    server = Server(db, model="py:tests.serve.scripted:small_window").start(tmp_path)
+    try:
+        tab = open_tab(server.url)
+        page = tab.page
+        sign_in(tab, token)
+        marks = page.locator("#messages details[data-kind='compaction']")
+        for i in range(16):
+            chat(tab, f"message {i}", "word30")
+            if marks.count():
+                break
+        expect(marks).to_have_count(1)
+        expect(users(tab)).to_have_count(i + 1)  # nothing left the page
+        expect(marks.first.locator("summary")).to_contain_text("summarized for the model")
+        marks.first.locator("summary").click()
+        expect(marks.first.locator(".compaction-summary")).to_contain_text("word1")
+        shot(tab, "17-compacted-conversation")
+        page.reload()  # drawn from the store's records, not from the run's events
+        expect(marks).to_have_count(1)
+        chat(tab, "and after it?", "word30")
+    finally:
+        server.stop()
+
+
 def test_keyboard_only_with_labelled_controls_and_a_phone_layout(
     service: Service, open_tab: Callable[..., Tab]
 ) -> None:

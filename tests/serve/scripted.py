@@ -17,6 +17,8 @@ from typing import Any
 from msgspec.structs import replace
 
 from tether.agent import Tool, function_tool
+from tether.errors import ModelError
+from tether.history import approximate_counter
 from tether.messages import Message, Text, ToolCall, Usage
 from tether.models import ModelResponse, ModelSettings, Profile, StreamEvent, TextDelta, ToolDefinition
 
@@ -99,6 +101,33 @@ def reused_ids() -> ReusedIds:
 
 def slow_words() -> SlowWords:
     return SlowWords()
+
+
+class SmallWindow(SlowWords):
+    """A model with a 1,000-token context window that refuses a longer request, as a real
+    provider (or the bundled local model) does; its answers are 30 words (74 tokens)."""
+
+    WINDOW = 1_000
+
+    def __init__(self) -> None:
+        super().__init__(words=30, delay=0.0)
+        self._count = approximate_counter()
+
+    @property
+    def profile(self) -> Profile:
+        return Profile(provider="function", family="small-window", context_window=self.WINDOW)
+
+    def _reply(self, messages: Sequence[Message]) -> Message:
+        tokens = sum(self._count(m) for m in messages)
+        if tokens > self.WINDOW:
+            raise ModelError(
+                f"the request is {tokens} tokens and the context window holds {self.WINDOW}", stage="model"
+            )
+        return super()._reply(messages)
+
+
+def small_window() -> SmallWindow:
+    return SmallWindow()
 
 
 def long_words() -> SlowWords:

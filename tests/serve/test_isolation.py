@@ -34,6 +34,7 @@ def _routes(cid: str, run_id: str) -> list[tuple[str, str, dict[str, object] | N
         ("DELETE", f"/v1/conversations/{cid}", None),
         ("POST", f"/v1/conversations/{cid}/fork", {}),
         ("GET", f"/v1/conversations/{cid}/export?format=openai_chat", None),
+        ("GET", f"/v1/conversations/{cid}/compactions", None),
         ("GET", f"/v1/conversations/{cid}/runs", None),
         ("POST", f"/v1/conversations/{cid}/runs", {"prompt": "hi"}),
         ("GET", f"/v1/runs/{run_id}", None),

@@ -25,9 +25,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from tether.agent import Agent, StoreRecorder
+from tether.agent._compaction_defaults import default_compaction
 from tether.agent._demo_tools import DEMO_TOOLS
 from tether.cli._common import fail, out_console
-from tether.cli._compaction import chat_compaction, render_with_records
+from tether.cli._compaction import render_with_records
 from tether.cli._formats import export_messages
 from tether.cli._history import build_processor
 from tether.cli._logging import configure_logging
@@ -402,7 +403,7 @@ def _chat(
     with console.status("loading model…", spinner="dots"):
         model = resolve_model(model_spec)
     # a long conversation is compacted at 80% of the model's window, unless the options cut it
-    compaction = chat_compaction(model, recall=tools) if processor is None else None
+    compaction = default_compaction(model, recall=tools) if processor is None else None
     if processor is None and compaction is None and model.profile.provider == "local":
         processor = build_processor(None, LOCAL_BUDGET)  # pragma: no cover - the local window is known
     agent: Agent[Any, str] = Agent(

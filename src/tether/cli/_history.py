@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from tether.agent import Compaction, Compactor
+from tether.agent._compaction_defaults import model_window
 from tether.cli._common import (
     EXIT_PROBLEMS,
     dump_history,
@@ -21,7 +22,6 @@ from tether.cli._common import (
     to_jsonable,
     write_output,
 )
-from tether.cli._compaction import model_window
 from tether.cli._formats import export_messages, import_messages
 from tether.cli._model import resolve_model
 from tether.cli._render import render_report

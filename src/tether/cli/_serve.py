@@ -144,13 +144,20 @@ def serve(
             min=0,
         ),
     ] = 32,
+    compaction: Annotated[
+        bool,
+        typer.Option(
+            "--compaction/--no-compaction",
+            help="Compact long conversations at 80% of the model's context window (as tether chat does).",
+        ),
+    ] = True,
     ping_interval: Annotated[
         float,
         typer.Option(
             "--ping-interval",
             help="Seconds between keep-alives of an idle event stream (open streams re-check their token).",
             min=0.05,
-            max=3600,
+            max=30,  # the web page counts 40 s of silence as a dropped connection
         ),
     ] = 15.0,
     notify: Annotated[
@@ -185,6 +192,7 @@ def serve(
             max_active_runs=max_active_runs,
             ping_interval=ping_interval,
             max_open_streams=max_open_streams,
+            compaction=compaction,
         )
         loaded = load_model(model) if workers == 1 else None
         if workers > 1:

@@ -91,9 +91,11 @@ def loads(data: bytes | bytearray | memoryview | str) -> list[Message]:
     A message written in another format's shape (``"content"`` where the contract has
     ``"parts"``) is refused rather than read as a message with no parts (ADR 0001)."""
     messages: list[Message] = _decode(_list_decoder, data)
-    for index, message in enumerate(messages):
-        if not message.parts:  # rare: only then look at the document again
-            _refuse_content(data, index)
+    empty = [i for i, message in enumerate(messages) if not message.parts]
+    if empty:  # rare: only then look at the document again (once)
+        document: list[Any] = _any_decoder.decode(data)
+        for index in empty:
+            _refuse_content(document[index], f"message {index}", f"$[{index}]")
     return messages
 
 
@@ -101,23 +103,19 @@ def loads_message(data: bytes | bytearray | memoryview | str) -> Message:
     """Decode one JSON message object (refusing ``"content"`` as ``loads`` does)."""
     message: Message = _decode(_one_decoder, data)
     if not message.parts:
-        _refuse_content(data, None)
+        _refuse_content(_any_decoder.decode(data), "the message", "$")
     return message
 
 
-def _refuse_content(data: bytes | bytearray | memoryview | str, index: int | None) -> None:
-    """Raise ``DecodeError`` when the message at ``index`` (``None``: the document is one message)
-    has no ``parts`` but a ``content`` field: the contract never names a field ``content``, so
-    it is another format's message whose content would otherwise be dropped in silence."""
-    document: Any = _any_decoder.decode(data)
-    item: Any = document if index is None else document[index]
+def _refuse_content(item: dict[str, Any], where: str, path: str) -> None:
+    """Raise ``DecodeError`` when a decoded message object has no ``parts`` but a ``content``
+    field: the contract never names a field ``content``, so it is another format's message whose
+    content would otherwise be dropped in silence."""
     if "content" in item and "parts" not in item:
-        path = "$.content" if index is None else f"$[{index}].content"
-        where = "the message" if index is None else f"message {index}"
         raise DecodeError(
             f'{where} has "content" where the tether contract has "parts" (another format\'s '
-            f"message? tether.convert reads OpenAI, Anthropic, Gemini and peer formats) at {path}",
-            path=path,
+            f"message? tether.convert reads OpenAI, Anthropic, Gemini and peer formats) at {path}.content",
+            path=f"{path}.content",
         )
 
 

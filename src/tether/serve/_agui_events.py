@@ -21,6 +21,7 @@ from tether.messages import Document, Image, Message, Reasoning, Text, ToolCall,
 
 from ._events import (
     EventOut,
+    HistoryCompactedEvent,
     MessageCompletedEvent,
     ReasoningDeltaEvent,
     RunCanceledEvent,
@@ -32,8 +33,10 @@ from ._events import (
     ToolFinishedEvent,
 )
 
-__all__ = ["APPROVAL_REASON", "Translator", "agui_messages", "encode", "interrupt_id"]
+__all__ = ["APPROVAL_REASON", "COMPACTION_EVENT", "Translator", "agui_messages", "encode", "interrupt_id"]
 
+COMPACTION_EVENT = "tether.compaction"
+"""The ``CUSTOM`` event saying the conversation was compacted (AG-UI has no event for it)."""
 APPROVAL_REASON = "tool_approval"
 EXTERNAL_REASON = "tool_result"
 Json = dict[str, Any]
@@ -166,6 +169,9 @@ class Translator:
             yield from self._completed(event.message)
         elif isinstance(event, ToolFinishedEvent):
             yield from self._result(event.result)
+        elif isinstance(event, HistoryCompactedEvent):
+            value: Json = {"step": event.step, "line": event.line, "report": event.report}
+            yield {"type": "CUSTOM", "name": COMPACTION_EVENT, "value": value}
         elif isinstance(event, RunPausedEvent):
             yield from self._close()
             yield self._paused(event)

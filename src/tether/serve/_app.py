@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tether.agent import Agent
+from tether.agent._compaction_defaults import default_compaction
 from tether.models import Model
 from tether.stores import SQLiteStore, Store
 from tether.stores._events import EventLog
@@ -144,10 +145,15 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
         store, events, users = _open_backends(config)
         try:
             secret = await events.secret("approval")  # connects and migrates before serving
+            chosen = model if model is not None else load_model(config.model)
             agent = Agent(
-                model if model is not None else load_model(config.model),
+                chosen,
                 instructions=config.instructions,
                 tools=load_tools(config.tools),
+                # a long conversation is compacted as in tether chat (recall with the tools)
+                compaction=default_compaction(chosen, recall=config.tools is not None)
+                if config.compaction
+                else None,
                 approval_secret=secret,
                 approval_ttl=config.approval_ttl,
             )

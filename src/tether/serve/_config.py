@@ -47,6 +47,7 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     approval_ttl: float = 24 * 3600.0
     max_active_runs: int = 16
     max_open_streams: int = 32
+    compaction: bool = True
     notify: str = "listen"
 
     def __post_init__(self) -> None:

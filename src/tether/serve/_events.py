@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from tether.agent import (
+    CompactionEvent,
     Event,
     MessageCompleted,
     ReasoningEvent,
@@ -22,6 +23,7 @@ from tether.messages import Message, ToolCall, ToolResult, Usage
 __all__ = [
     "TERMINAL_TYPES",
     "EventOut",
+    "HistoryCompactedEvent",
     "RunCanceledEvent",
     "RunCompletedEvent",
     "RunFailedEvent",
@@ -100,6 +102,19 @@ class MessageCompletedEvent(_Base, frozen=True, tag="message.completed"):
     message: Message
 
 
+class HistoryCompactedEvent(_Base, frozen=True, tag="history.compacted"):
+    """The conversation outgrew the model's context, and was compacted before model request
+    ``step``: from now on the model sees a summary of the older messages (and placeholders for
+    old tool output) followed by the recent ones. The stored log keeps every message; the
+    compaction is a record beside it. ``line`` says it in one sentence; ``report`` is the
+    ``CompactionReport`` (tokens before and after, what was summarized, elided or dropped, a
+    summarizer failure)."""
+
+    step: int
+    line: str
+    report: dict[str, Any]
+
+
 class PendingCall(msgspec.Struct, frozen=True):
     call_id: str
     name: str
@@ -163,6 +178,7 @@ EventOut = (
     | ToolStartedEvent
     | ToolFinishedEvent
     | MessageCompletedEvent
+    | HistoryCompactedEvent
     | RunPausedEvent
     | RunResumedEvent
     | RunCompletedEvent
@@ -225,4 +241,7 @@ def _agent_event(event: Event) -> EventOut | None:
     if kind is ToolCallFinished:
         assert isinstance(event, ToolCallFinished)
         return ToolFinishedEvent(r, c, event.call, event.result)
+    if kind is CompactionEvent:
+        assert isinstance(event, CompactionEvent)
+        return HistoryCompactedEvent(r, c, event.step, event.report.line(), event.report.to_dict())
     return None

@@ -14,6 +14,8 @@ from tether.stores import ConversationInfo
 from ._api import Api, Call, Query, json_response, query_int
 from ._errors import ApiError
 from ._schemas import (
+    CompactionList,
+    CompactionOut,
     ConversationCreate,
     ConversationCreated,
     ConversationList,
@@ -206,6 +208,36 @@ def register(api: Api) -> None:
         at = await _fork_point(call, owner, cid, call.body.at_version)
         new = await call.state.store.fork(owner, cid, at)
         return json_response(ConversationCreated(new), 201)
+
+    @api.route(
+        "GET",
+        "/v1/conversations/{conversation_id}/compactions",
+        summary="A conversation's compaction records: what the model sees in place of older messages",
+        response=CompactionList,
+        errors=(401, 404),
+        tags=_TAGS,
+    )
+    async def list_compactions(call: Call[None]) -> Response:
+        """A long conversation is compacted at 80% of the model's context window: a record's
+        summary stands for the messages up to its ``boundary`` in what the model is sent, while
+        the conversation keeps every message (docs/compaction.md)."""
+        owner, cid = call.caller.owner, call.path("conversation_id")
+        await call.state.store.info(owner, cid)  # 404 for an absent conversation, not an empty list
+        records = await call.state.store.records(owner, cid)
+        out = [
+            CompactionOut(
+                r.id,
+                r.boundary,
+                r.previous_boundary,
+                r.summary,
+                r.model,
+                r.tokens_before,
+                r.tokens_after,
+                r.created_at.isoformat(),
+            )
+            for r in records
+        ]
+        return json_response(CompactionList(out))
 
     @api.route(
         "GET",

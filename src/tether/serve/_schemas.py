@@ -12,6 +12,8 @@ from tether.messages import Message
 __all__ = [
     "ID_PATTERN",
     "CancelOut",
+    "CompactionList",
+    "CompactionOut",
     "ConversationCreate",
     "ConversationCreated",
     "ConversationList",
@@ -88,6 +90,27 @@ class ConversationOut(msgspec.Struct, frozen=True):
     offset: int
     messages: list[Message]
     next_offset: int | None
+
+
+class CompactionOut(msgspec.Struct, frozen=True):
+    """One compaction record: the model's view of the conversation starts with ``summary`` (for
+    messages 1..``boundary``) followed by the messages after ``boundary``; the log keeps them all.
+    ``previous_boundary``: where the record it extends ended (0 for the first)."""
+
+    id: str
+    boundary: int
+    previous_boundary: int
+    summary: str
+    model: str | None
+    tokens_before: int
+    tokens_after: int
+    created_at: str
+
+
+class CompactionList(msgspec.Struct, frozen=True):
+    """A conversation's compaction records, oldest first (the last is the one runs start from)."""
+
+    compactions: list[CompactionOut]
 
 
 class ForkIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -84,9 +84,6 @@ class StreamSlots:
         else:
             self._open.pop(owner, None)
 
-    def held(self, owner: str) -> int:
-        return self._open.get(owner, 0)
-
 
 class SlotStream(StreamingResponse):
     """An SSE response that gives its slot back when the response ends, whether the stream ran

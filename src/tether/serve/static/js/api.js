@@ -83,7 +83,7 @@ export class Api {
     });
   }
 
-  /** Every message of a conversation (all pages), and its version. */
+  /** Every message of a conversation (all pages), its version and its compaction records. */
   async conversation(id) {
     const messages = [];
     let offset = 0;
@@ -96,7 +96,8 @@ export class Api {
       if (page.next_offset === null || page.next_offset === undefined) break;
       offset = page.next_offset;
     }
-    return { id, version, messages };
+    const { compactions } = await this.request("GET", `/v1/conversations/${segment(id)}/compactions`);
+    return { id, version, messages, compactions };
   }
 }
 

@@ -233,7 +233,10 @@ async function openConversation(id) {
   const firstText = first?.parts?.find((p) => p.type === "text")?.text;
   $("conv-title").textContent = firstText ? firstText.slice(0, 80) : "Conversation";
   showDetails(id, conversation.version, latest);
-  view.renderStored(conversation.messages, { skipRunId: active?.id ?? null });
+  view.renderStored(conversation.messages, {
+    skipRunId: active?.id ?? null,
+    compactions: conversation.compactions,
+  });
   if (!conversation.messages.length && !active) view.empty("No messages yet.");
   if (latest && !active) lastWords(latest);
   setRunning(active);
@@ -304,7 +307,7 @@ async function finished(run, event, cid) {
     const conversation = await state.api.conversation(cid);
     if (state.conversationId !== cid) return;
     view.reset(cid);
-    view.renderStored(conversation.messages);
+    view.renderStored(conversation.messages, { compactions: conversation.compactions });
     showDetails(cid, conversation.version, { id: run.id, status });
     const stored = conversation.messages.some((m) => m.runId === run.id && m.role === "user");
     if (!stored && run.prompt) {

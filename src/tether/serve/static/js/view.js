@@ -85,11 +85,17 @@ export class ConversationView {
   }
 
   // -- stored messages ---------------------------------------------------------------------------
-  renderStored(messages, { skipRunId = null } = {}) {
+  renderStored(messages, { skipRunId = null, compactions = [] } = {}) {
+    // a record stands for messages 1..boundary: its line follows message boundary - 1
+    const after = new Map();
+    for (const record of compactions) {
+      const at = Math.min(record.boundary, messages.length) - 1;
+      after.set(at, [...(after.get(at) ?? []), record]);
+    }
     this.busy(() => {
       messages.forEach((message, index) => {
-        if (skipRunId && message.runId === skipRunId) return;
-        this.addMessage(message, index);
+        if (!(skipRunId && message.runId === skipRunId)) this.addMessage(message, index);
+        for (const record of after.get(index) ?? []) this.el.append(this.compactionNode(record));
       });
     });
     this.el.scrollTop = this.el.scrollHeight;
@@ -172,6 +178,18 @@ export class ConversationView {
       }));
     }
     return footer;
+  }
+
+  /** Where a compaction record sits: the model sees its summary instead of the messages above. */
+  compactionNode(record) {
+    const tokens = (n) => Number(n).toLocaleString();
+    const box = h("details", { class: "compaction", dataset: { kind: "compaction", record: record.id } },
+      h("summary", {
+        text: `Messages above are summarized for the model (${tokens(record.tokens_before)} → ` +
+          `${tokens(record.tokens_after)} tokens); the conversation keeps them all`,
+      }));
+    box.append(h("p", { class: "plain compaction-summary", text: record.summary }));
+    return box;
   }
 
   reasoningNode(text) {
@@ -257,7 +275,7 @@ export class ConversationView {
     this.el.querySelector(".empty")?.remove();
     // the model is asked after the prompt, after a step's results and after a resume
     const asks = (event.type === "message.completed" && ["user", "tool"].includes(event.message.role)) ||
-      event.type === "run.resumed";
+      event.type === "run.resumed" || event.type === "history.compacted";
     this.waiting(false);
     switch (event.type) {
       case "text.delta": {
@@ -310,6 +328,15 @@ export class ConversationView {
         break;
       case "tool.finished":
         this.setResult(event.result);
+        break;
+      case "history.compacted":
+        // the model sees a summary from now on; the stored conversation keeps every message
+        this.el.append(h("p", {
+          class: "run-note compacted",
+          dataset: { kind: "compacted" },
+          text: `Earlier messages were summarized to fit the model's context (${event.line}). ` +
+            "The conversation itself keeps every message.",
+        }));
         break;
       case "run.paused":
         this.showApproval(event);
