@@ -292,6 +292,18 @@ async def test_a_summary_far_over_its_token_limit_is_a_failure_and_the_view_stil
     )
     kept = await Compactor(fair, _agent_model(), conversation_id="c").prepare(history, window=WINDOW)
     assert kept.record is not None
+    # counted over twice its limit, but the summarizer reports writing within it (its tokenizer
+    # is denser than the approximate count): it honoured max_tokens, so the summary is kept
+    dense = "Summary: DEP-4471 migrated; retry kept at 3; next, review part 9. " * 55  # ~1,240 counted
+
+    def honest(messages: Sequence[Message], info: FunctionInfo) -> Message:
+        return Message("assistant", (Text(dense),), usage=Usage(output_tokens=495))
+
+    assert approximate_counter()(Message("user", (Text(dense),))) > 2 * 500
+    trusted = Compaction(summarizer=FunctionModel(honest), strategies=("summarize",), summary_tokens=500)
+    adopted = await Compactor(trusted, _agent_model(), conversation_id="c").prepare(history, window=WINDOW)
+    assert adopted.record is not None
+    assert adopted.record.summary == dense.strip()
 
 
 # -- forced, background, passed back in ---------------------------------------------------------------------

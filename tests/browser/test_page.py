@@ -393,6 +393,23 @@ def test_a_long_conversation_shows_where_it_was_compacted(
         server.stop()
 
 
+def test_an_answer_cut_at_its_length_limit_is_shown_marked(
+    tmp_path: Path, open_tab: Callable[..., Tab]
+) -> None:
+    db = Database("sqlite", path=tmp_path / "serve.db")
+    token = add_user(db, "alice")
+    server = Server(db, model="py:tests.serve.scripted:cut_short").start(tmp_path)
+    try:
+        tab = open_tab(server.url)
+        sign_in(tab, token)
+        chat(tab, "write a long essay", "word12")
+        answer = stored_answers(tab).last
+        expect(answer.locator("[data-kind='cut']")).to_have_text("Cut: the answer reached its length limit.")
+        expect(tab.page.locator(".run-note")).to_have_count(0)  # not a failed run
+    finally:
+        server.stop()
+
+
 def test_keyboard_only_with_labelled_controls_and_a_phone_layout(
     service: Service, open_tab: Callable[..., Tab]
 ) -> None:

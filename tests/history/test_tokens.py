@@ -59,6 +59,17 @@ def test_the_approximate_rule_by_example() -> None:
     assert c(Message("user")) == 4
 
 
+def test_one_wide_character_does_not_inflate_a_long_ascii_text() -> None:
+    """Only the non-ASCII characters count at the wide rate: a long English reply with one
+    typographic dash costs a few tokens more than without it, not 2.25 times as much."""
+    c = approximate_counter()
+    english = "The history of Rome begins with the founding of the city. " * 40
+    assert c(user(english + "—")) - c(user(english)) <= 3  # 3 UTF-8 bytes: ceil(9 / 4)
+    assert c(user("Café")) == 4 + 3 + 1 + 2  # "Caf" ceil(3 / 3), "é" ceil(3 * 2 / 4)
+    assert c(assistant(ToolCall("id1234", "fn", '{"a":"é"}'))) == 4 + 6 + 1 + 4 + 5 + 2  # args /2 + é
+    assert c(tool(ToolResult("i" * 4, "fn", (Text("abc→"),)))) == 4 + 6 + 3 + 1 + 3 + 1 + 3
+
+
 def test_approximate_counter_settings() -> None:
     c = approximate_counter(message_tokens=0, part_tokens=0, image_tokens=85, document_tokens=10)
     assert c(user(Image(url="https://e.com/a.png"), Document(url="https://e.com/d"))) == 95
@@ -120,6 +131,7 @@ def _samples() -> dict[str, str]:
         "cjk": "这是一个用于测试分词器行为的中文句子，包含标点符号。" * 20,
         "emoji": "👍🎉🚀😀✨" * 40,
         "accents": "Café déjà vu, naïve façade, São Paulo, Zürich, Øresund. " * 20,
+        "typographic": "It’s the model’s reply — with “curly quotes”, a dash – and… an ellipsis. " * 30,
         "json": json.dumps({"items": [{"id": i, "score": rng.random(), "tag": f"t{i}"} for i in range(60)]}),
         "signature": base64.b64encode(rng.randbytes(3000)).decode(),
     }
@@ -133,6 +145,8 @@ def test_the_approximation_stays_above_the_exact_count(exact: TiktokenCounter) -
         user(s["cjk"]),
         user(s["emoji"]),
         user(s["accents"]),
+        assistant(Text(s["typographic"])),
+        assistant(Text(s["prose"] + " — ")),
         assistant(Text(s["code"])),
         assistant(
             Reasoning(s["prose"][:2000], signature=s["signature"]), ToolCall("call_xyz", "f", s["json"])

@@ -130,6 +130,20 @@ def small_window() -> SmallWindow:
     return SmallWindow()
 
 
+class CutShort(SlowWords):
+    """Answers as ``SlowWords`` does, but every answer stops at its token limit (``length``),
+    as a small local model's long replies do."""
+
+    def _response(self, message: Message) -> ModelResponse:
+        usage = Usage(output_tokens=self.words)
+        message = replace(message, provider="function", model=self.name, stop_reason="length", usage=usage)
+        return ModelResponse(message, "length", usage)
+
+
+def cut_short() -> CutShort:
+    return CutShort(words=12, delay=0.0)
+
+
 def long_words() -> SlowWords:
     """An answer that streams for about 30 seconds (a stream that stays open)."""
     return SlowWords(words=600, delay=0.05)

@@ -17,6 +17,7 @@ from tests.serve._serve_support import (
     Server,
     add_user,
     new_conversation,
+    read_events,
     start_run,
     tether,
     wait_status,
@@ -355,3 +356,22 @@ def test_the_start_line_never_shows_the_database_password(
     start_line = server.log().splitlines()[0]
     assert start_line.startswith(f"tether serve: {server.url} (PostgreSQL {url.hostname}")
     assert "hunter2" not in server.log()
+
+
+def test_an_answer_cut_at_its_length_limit_completes_the_run_and_is_kept(
+    tmp_path: Path, servers: Callable[..., Server]
+) -> None:
+    """A chat shows a reply cut at its token limit (marked by its stop reason) rather than
+    failing the run after the user watched it stream (as tether chat does)."""
+    db = Database("sqlite", path=tmp_path / "serve.db")
+    token = add_user(db, "alice")
+    server = servers(db, model="py:tests.serve.scripted:cut_short")
+    with server.client(token) as client:
+        cid = new_conversation(client)
+        events = [got.data for got in read_events(client, start_run(client, cid, "write a long essay"))]
+        assert events[-1]["type"] == "run.completed"
+        assert events[-1]["output"].startswith("word1 ")
+        answer = client.get(f"/v1/conversations/{cid}").json()["messages"][-1]
+        assert answer["role"] == "assistant"
+        assert answer["stopReason"] == "length"
+        assert answer["parts"][0]["text"] == events[-1]["output"]

@@ -24,7 +24,16 @@ __all__ = ["Plan", "Summary", "SummaryFailed", "write_summary"]
 _BAD_STOPS = frozenset({"content_filter", "error"})
 OVERLONG = 2
 """A summary counted at more than this many times ``summary_tokens`` is a failure (a summarizer
-that ignores its ``max_tokens``); the counter is approximate, so it gets this much slack."""
+that ignores its ``max_tokens``); the counter is approximate, so it gets this much slack, and a
+summarizer that reports writing at most ``summary_tokens`` (it honoured its limit) passes."""
+
+
+def _written(usage: Usage) -> float:
+    """The answer tokens the provider reports (reasoning apart); unknown (no count): infinite,
+    so the approximate count alone decides."""
+    if not usage.output_tokens:
+        return float("inf")
+    return max(usage.output_tokens - usage.reasoning_tokens, 0)
 
 
 class SummaryFailed(Exception):
@@ -91,7 +100,8 @@ async def write_summary(
                 if not summary:
                     raise SummaryFailed("the summarizer returned no text")
                 size = count(Message("user", (Text(summary),)))
-                if size > OVERLONG * config.summary_tokens:
+                limit = config.summary_tokens
+                if size > OVERLONG * limit and _written(response.usage) > limit:
                     # it ignored max_tokens: adopted, it could make the view larger than the log
                     raise SummaryFailed(
                         f"the summary was {size:,} tokens, more than {OVERLONG} times summary_tokens "

@@ -155,6 +155,9 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
                 if config.compaction
                 else None,
                 approval_secret=secret,
+                # a reply cut at its length limit is kept and shown (marked), as in tether chat:
+                # a chat is not a pipeline that must refuse a truncated output
+                accept_truncated=True,
                 approval_ttl=config.approval_ttl,
             )
             state.store, state.events = store, events

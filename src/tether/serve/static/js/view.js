@@ -4,6 +4,12 @@
 import { append, clear, h } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
+/** Answers cut short by the model's limits: kept and shown, marked. */
+const CUT_TEXT = new Map([
+  ["length", "Cut: the answer reached its length limit."],
+  ["repetition", "Cut: the model was repeating itself."],
+]);
+
 const SYNTHESIZED_NOTE = "Not a real result: tether wrote it because the real one is missing " +
   "(the run was interrupted, stopped, or the outcome of a side effect is unknown).";
 
@@ -146,6 +152,11 @@ export class ConversationView {
       if (message.stopReason === "canceled") {
         node.classList.add("stopped");
         body.append(h("p", { class: "badge stopped-badge", text: "Stopped: this is the text streamed until then." }));
+      }
+      const cut = CUT_TEXT.get(message.stopReason);
+      if (cut) {
+        node.classList.add("cut");
+        body.append(h("p", { class: "badge stopped-badge", dataset: { kind: "cut" }, text: cut }));
       }
       node.append(this.footer(message, index));
     }
