@@ -21,9 +21,14 @@ from tether.errors import ModelError
 from tether.history import approximate_counter
 from tether.messages import Message, Text, ToolCall, Usage
 from tether.models import ModelResponse, ModelSettings, Profile, StreamEvent, TextDelta, ToolDefinition
+from tether.models.testing import FunctionInfo, FunctionModel
 
 WORDS = 40
 DELAY = float(os.environ.get("TETHER_TEST_WORD_DELAY", "0.05"))
+
+
+def _words(n: int) -> str:
+    return " ".join(f"word{i}" for i in range(1, n + 1))
 
 
 class SlowWords:
@@ -48,8 +53,7 @@ class SlowWords:
         if last is not None and last.role == "user" and "use tool " in last.text:
             name = last.text.split("use tool ", 1)[1].split()[0]
             return Message("assistant", (ToolCall(f"call_{len(messages)}", name, "{}"),))
-        text = " ".join(f"word{i}" for i in range(1, self.words + 1))
-        return Message("assistant", (Text(text),))
+        return Message("assistant", (Text(_words(self.words)),))
 
     def _response(self, message: Message) -> ModelResponse:
         stop = "tool_calls" if message.tool_calls else "stop"
@@ -103,45 +107,32 @@ def slow_words() -> SlowWords:
     return SlowWords()
 
 
-class SmallWindow(SlowWords):
+SMALL_WINDOW = 1_000
+"""The context window of ``small_window``'s model, in tokens."""
+
+
+def small_window() -> FunctionModel:
     """A model with a 1,000-token context window that refuses a longer request, as a real
     provider (or the bundled local model) does; its answers are 30 words (74 tokens)."""
+    count = approximate_counter()
 
-    WINDOW = 1_000
-
-    def __init__(self) -> None:
-        super().__init__(words=30, delay=0.0)
-        self._count = approximate_counter()
-
-    @property
-    def profile(self) -> Profile:
-        return Profile(provider="function", family="small-window", context_window=self.WINDOW)
-
-    def _reply(self, messages: Sequence[Message]) -> Message:
-        tokens = sum(self._count(m) for m in messages)
-        if tokens > self.WINDOW:
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> str:
+        tokens = sum(count(m) for m in messages)
+        if tokens > SMALL_WINDOW:
             raise ModelError(
-                f"the request is {tokens} tokens and the context window holds {self.WINDOW}", stage="model"
+                f"the request is {tokens} tokens and the context window holds {SMALL_WINDOW}", stage="model"
             )
-        return super()._reply(messages)
+        return _words(30)
+
+    profile = Profile(provider="function", family="small-window", context_window=SMALL_WINDOW)
+    return FunctionModel(reply, name="small-window", profile=profile)
 
 
-def small_window() -> SmallWindow:
-    return SmallWindow()
-
-
-class CutShort(SlowWords):
-    """Answers as ``SlowWords`` does, but every answer stops at its token limit (``length``),
-    as a small local model's long replies do."""
-
-    def _response(self, message: Message) -> ModelResponse:
-        usage = Usage(output_tokens=self.words)
-        message = replace(message, provider="function", model=self.name, stop_reason="length", usage=usage)
-        return ModelResponse(message, "length", usage)
-
-
-def cut_short() -> CutShort:
-    return CutShort(words=12, delay=0.0)
+def cut_short() -> FunctionModel:
+    """Every answer (12 words) stops at its token limit (``length``), as a small local model's
+    long replies do."""
+    cut = Message("assistant", (Text(_words(12)),), stop_reason="length")
+    return FunctionModel(lambda messages, info: cut, name="cut-short")
 
 
 def long_words() -> SlowWords:

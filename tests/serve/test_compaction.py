@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.serve._serve_support import Database, Server, add_user, new_conversation, read_events, start_run
-from tests.serve.scripted import SmallWindow
+from tests.serve.scripted import SMALL_WINDOW
 from tests.serve.test_agui import agui, of, run_input
 
 MODEL = "py:tests.serve.scripted:small_window"
@@ -36,8 +36,8 @@ def test_a_conversation_past_the_window_is_compacted_and_keeps_working(
         assert compacted, "16 exchanges of 84 tokens in a 1,000-token window were never compacted"
         first = compacted[0]
         report = first["report"]
-        assert report["window"] == SmallWindow.WINDOW
-        assert report["tokens_after"] < report["tokens_before"] <= SmallWindow.WINDOW
+        assert report["window"] == SMALL_WINDOW
+        assert report["tokens_after"] < report["tokens_before"] <= SMALL_WINDOW
         assert report["steps"]
         assert report["record_id"]
         assert first["line"].startswith("compacted ")

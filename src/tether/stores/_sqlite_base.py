@@ -13,6 +13,7 @@ from tether.stores import _sqlite_records as recs
 from tether.stores._common import CONVERSATION_COLUMNS, not_found, now
 from tether.stores._crypto import Keyring
 from tether.stores._rows import RowCodec
+from tether.stores._sqlite_db import read, write
 from tether.stores._sqlite_schema import connect
 from tether.stores._worker import Worker
 
@@ -95,23 +96,10 @@ class SQLiteBase:
         return self._conn
 
     def _write(self, fn: Callable[[sqlite3.Connection], R]) -> R:
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
+        return write(self._connection(), fn)
 
     def _read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
-        conn = self._connection()
-        conn.execute("BEGIN")  # one snapshot for the conversation row and its messages
-        try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")
+        return read(self._connection(), fn)  # one snapshot for the conversation row and its messages
 
     @staticmethod
     def _row(conn: sqlite3.Connection, owner: str, conversation_id: str) -> _Row:
