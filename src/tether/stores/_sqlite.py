@@ -94,7 +94,7 @@ class SQLiteStore(SQLiteSearch):
             )
             return cid
 
-        return await self._run(self._write, tx)
+        return await self._db.write(tx)
 
     async def append(
         self,
@@ -160,7 +160,7 @@ class SQLiteStore(SQLiteSearch):
                 )
             return new_version
 
-        return await self._run(self._write, tx)
+        return await self._db.write(tx)
 
     async def load(
         self,
@@ -205,7 +205,7 @@ class SQLiteStore(SQLiteSearch):
             )
             return Loaded(conversation_id, tuple(messages), version, offset, tuple(bad))
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def conversations(
         self, owner: str, *, limit: int | None = None, offset: int = 0
@@ -222,13 +222,13 @@ class SQLiteStore(SQLiteSearch):
             ).fetchall()
             return [self._codec.info(owner, r) for r in rows]
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
         """See ``Store.info``."""
         owner, conversation_id = check_ids(owner, conversation_id)
-        return await self._run(
-            self._read, lambda conn: self._codec.info(owner, self._row(conn, owner, conversation_id))
+        return await self._db.read(
+            lambda conn: self._codec.info(owner, self._row(conn, owner, conversation_id))
         )
 
     async def fork(
@@ -274,7 +274,7 @@ class SQLiteStore(SQLiteSearch):
             recs.copy_records(conn, codec, owner, (conversation_id, pk), (target, new_pk), at)
             return target
 
-        return await self._run(self._write, tx)
+        return await self._db.write(tx)
 
     async def delete(self, owner: str, conversation_id: str) -> None:
         """See ``Store.delete``."""
@@ -283,7 +283,7 @@ class SQLiteStore(SQLiteSearch):
         def tx(conn: sqlite3.Connection) -> None:
             _delete(conn, self._row(conn, owner, conversation_id)[0], self._fts)
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
 
     async def purge(
         self,
@@ -299,7 +299,7 @@ class SQLiteStore(SQLiteSearch):
         t = self._clock()
         cutoff = purge_cutoff(t, older_than)
         where, params = idle_filter(cutoff, owner, "?")
-        await self._run(self._write, lambda conn: ledger.purge_guards(conn, t))
+        await self._db.write(lambda conn: ledger.purge_guards(conn, t))
 
         if on_expire is None:
 
@@ -311,10 +311,9 @@ class SQLiteStore(SQLiteSearch):
                     _delete(conn, pk, self._fts)
                 return len(pks)
 
-            return await self._run(self._write, purge_all)
+            return await self._db.write(purge_all)
 
-        idle: list[tuple[str, str]] = await self._run(
-            self._read,
+        idle: list[tuple[str, str]] = await self._db.read(
             lambda conn: [
                 (r[0], r[1])
                 for r in conn.execute(f"SELECT owner, id FROM tether_conversations WHERE {where}", params)
@@ -332,7 +331,7 @@ class SQLiteStore(SQLiteSearch):
                     _delete(conn, row[0], self._fts)
                 return row is not None
 
-            return await self._run(self._write, tx)
+            return await self._db.write(tx)
 
         return await purge_with_hook(self, idle, on_expire, delete_if_unchanged)
 
@@ -355,7 +354,7 @@ class SQLiteStore(SQLiteSearch):
             pk = self._row(conn, owner, conversation_id)[0]
             return ledger.start_call(conn, pk, run_id, call_id, tool_name, sealed, self._clock())
 
-        return await self._run(self._write, tx)
+        return await self._db.write(tx)
 
     async def record_tool_finished(
         self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
@@ -370,7 +369,7 @@ class SQLiteStore(SQLiteSearch):
             if not ledger.finish_call(conn, pk, run_id, call_id, failed, self._clock()):
                 raise unknown_call(call_id, run_id)
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
 
     async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         """See ``Store.pending_tool_effects``."""
@@ -381,15 +380,13 @@ class SQLiteStore(SQLiteSearch):
             rows = ledger.pending_rows(conn, self._row(conn, owner, conversation_id)[0])
             return codec.effects(owner, conversation_id, rows)
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def claim_token(self, digest: str, expires_at: float) -> bool:
         """See ``Store.claim_token``. One ``BEGIN IMMEDIATE`` transaction: claims of every process
         on the file queue on the database lock."""
         digest, expires_at = check_claim(digest, expires_at)
-        return await self._run(
-            self._write, lambda conn: ledger.claim(conn, digest, expires_at, self._clock())
-        )
+        return await self._db.write(lambda conn: ledger.claim(conn, digest, expires_at, self._clock()))
 
     # -- maintenance --------------------------------------------------------------------------
     async def reencrypt(self, *, batch: int = 500) -> int:
@@ -403,9 +400,7 @@ class SQLiteStore(SQLiteSearch):
         codec = self._codec
 
         async def one_batch(current: str) -> int:
-            return await self._run(
-                self._write, lambda conn: reseal_or_mark(conn, codec, current, size, self._fts)
-            )
+            return await self._db.write(lambda conn: reseal_or_mark(conn, codec, current, size, self._fts))
 
         total = await reencrypt_batches(codec.current, one_batch)
         codec.settle(True)

@@ -1,31 +1,25 @@
-"""The plumbing of ``SQLiteStore``: the constructor, the store's thread, transactions and the
-conversation row lookup every query starts from."""
+"""The plumbing of ``SQLiteStore``: the constructor, its ``SQLiteThread`` (the connection, the
+thread and the transactions every SQLite database of tether uses) and the conversation row
+lookup every query starts from."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
 from collections.abc import Callable
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self
 
-from tether.errors import StoreError, TetherError, UserError
+from tether.errors import UserError
 from tether.stores import _sqlite_records as recs
 from tether.stores._common import CONVERSATION_COLUMNS, not_found, now
 from tether.stores._crypto import Keyring
 from tether.stores._rows import RowCodec
-from tether.stores._sqlite_db import read, write
+from tether.stores._sqlite_db import SQLiteThread
 from tether.stores._sqlite_schema import connect
-from tether.stores._worker import Worker
 
-__all__ = ["SQLiteBase", "nothing"]
+__all__ = ["SQLiteBase"]
 
-R = TypeVar("R")
-_Tx = Callable[[sqlite3.Connection], R]
 _Row = tuple[Any, ...]
-
-
-def nothing(conn: sqlite3.Connection) -> None:
-    """A transaction that does nothing (``_run(_read, nothing)`` connects and migrates)."""
 
 
 class SQLiteBase:
@@ -61,45 +55,22 @@ class SQLiteBase:
             raise UserError(f"mmap_size must be an int >= 0, not {mmap_size!r}")
         self._mmap_size = mmap_size
         self._clock = clock
-        self._conn: sqlite3.Connection | None = None
         self._fts = False
-        self._worker = Worker("tether-sqlite")
-        self._closed = False
+        self._db = SQLiteThread(self.path, self._connect, name="tether-sqlite", label="SQLiteStore")
 
     # -- plumbing ---------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
-        await self._run(self._read, nothing)  # connects (and migrates) now
+        await self._db.open()  # connects (and migrates) now
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _run(self, fn: Callable[[_Tx[R]], R], tx: _Tx[R]) -> R:
-        """``fn(tx)`` (``_write`` or ``_read``) on the store's thread, SQLite errors as ``StoreError``."""
-        if self._closed:
-            raise StoreError(f"SQLiteStore {self.path!r} is closed")
-        return await self._worker.call(self._guard, fn, tx)
-
-    def _guard(self, fn: Callable[[_Tx[R]], R], tx: _Tx[R]) -> R:
-        try:
-            return fn(tx)
-        except TetherError:
-            raise
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite {self.path!r}: {exc}") from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            conn = connect(self.path, self._busy_timeout, self._synchronous, self._mmap_size, self._codec)
-            self._fts = recs.create_index(conn)
-            self._conn = conn
-        return self._conn
-
-    def _write(self, fn: Callable[[sqlite3.Connection], R]) -> R:
-        return write(self._connection(), fn)
-
-    def _read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
-        return read(self._connection(), fn)  # one snapshot for the conversation row and its messages
+    def _connect(self) -> sqlite3.Connection:
+        """The connection, migrated, on the store's thread (``SQLiteThread`` calls it once)."""
+        conn = connect(self.path, self._busy_timeout, self._synchronous, self._mmap_size, self._codec)
+        self._fts = recs.create_index(conn)
+        return conn
 
     @staticmethod
     def _row(conn: sqlite3.Connection, owner: str, conversation_id: str) -> _Row:
@@ -113,13 +84,4 @@ class SQLiteBase:
 
     async def close(self) -> None:
         """Close the connection and its thread. Idempotent."""
-        if self._closed:
-            return
-        await self._worker.call(self._close_connection)
-        self._closed = True
-        self._worker.stop()
-
-    def _close_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        await self._db.close()

@@ -10,7 +10,7 @@ from tether.stores._common import check_id, check_ids
 from tether.stores._protocol import SCAN_BYTES, SCAN_CONVERSATIONS, SearchResults
 from tether.stores._records import CompactionRecord, check_record
 from tether.stores._search import Listed, check_search, scan_store
-from tether.stores._sqlite_base import SQLiteBase, nothing
+from tether.stores._sqlite_base import SQLiteBase
 
 __all__ = ["SQLiteSearch"]
 
@@ -29,7 +29,7 @@ class SQLiteSearch(SQLiteBase):
             row = self._row(conn, owner, record.conversation_id)
             recs.append_record(conn, codec, owner, record, row[0], row[2])
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
 
     async def latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
         """See ``Store.latest_record``."""
@@ -39,7 +39,7 @@ class SQLiteSearch(SQLiteBase):
             pk = self._row(conn, owner, conversation_id)[0]
             return recs.latest_record(conn, self._codec, owner, conversation_id, pk)
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
         """See ``Store.records``."""
@@ -49,7 +49,7 @@ class SQLiteSearch(SQLiteBase):
             pk = self._row(conn, owner, conversation_id)[0]
             return recs.records(conn, self._codec, owner, conversation_id, pk)
 
-        return await self._run(self._read, read)
+        return await self._db.read(read)
 
     async def delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
         """See ``Store.delete_record``."""
@@ -59,7 +59,7 @@ class SQLiteSearch(SQLiteBase):
         def tx(conn: sqlite3.Connection) -> None:
             recs.delete_record(conn, conversation_id, self._row(conn, owner, conversation_id)[0], record_id)
 
-        await self._run(self._write, tx)
+        await self._db.write(tx)
 
     async def search(
         self,
@@ -76,11 +76,9 @@ class SQLiteSearch(SQLiteBase):
         without FTS5 scans too, and the result says so."""
         owner = check_id(owner, "owner")
         terms, limit, max_conversations, max_bytes = check_search(query, limit, max_conversations, max_bytes)
-        await self._run(self._read, nothing)  # connected: the FTS5 and keyring facts are known
+        await self._db.open()  # connected: the FTS5 and keyring facts are known
         if self._codec.keyring is None and self._fts:
-            hits, count = await self._run(
-                self._write, lambda conn: recs.fts_search(conn, owner, terms, limit)
-            )
+            hits, count = await self._db.write(lambda conn: recs.fts_search(conn, owner, terms, limit))
             return SearchResults(tuple(hits), "fts5", count)
         listed = cast(Listed, self)  # a SQLiteStore, which lists and loads
         found = await scan_store(
