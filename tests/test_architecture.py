@@ -18,6 +18,7 @@ LAYERS = [
     "convert",
     "telemetry",
     "agent",
+    "integrations",
     "serve",
     "cli",
 ]
