@@ -10,6 +10,7 @@ shows that per-step work does not grow with the history.
     python -m bench.agent --quick    # fewer repetitions
     python -m bench.agent --telemetry [--quick]   # telemetry overhead columns only
     python -m bench.agent --compaction [--quick]  # the step cost with and without compaction
+    python -m bench.agent --durable [--quick]     # stored runs: this tree vs a baseline tree
 
 Telemetry overhead: the marginal step cost and the 10-step run of tether with telemetry off and
 OpenTelemetry not imported (``off``), with the API imported and no provider configured
@@ -351,11 +352,94 @@ def telemetry_overhead(quick: bool) -> None:
         )
 
 
+# -- durable steps (ADR 0015) -------------------------------------------------------------------
+
+PG_DSN = os.environ.get("TETHER_BENCH_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+async def measure_store(kind: str, quick: bool) -> dict[str, float]:
+    """Seconds: the marginal step and the 10-step run of a run recorded in a store (a new
+    conversation per run), in this process; ``kind`` is ``sqlite`` or ``postgres``."""
+    import tempfile
+    import uuid
+
+    from tether.stores import PostgresStore, SQLiteStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        schema = f"bench_durable_{uuid.uuid4().hex[:8]}"
+        store: Any = SQLiteStore(os.path.join(tmp, "bench.db")) if kind == "sqlite" else None
+        if store is None:
+            store = PostgresStore(PG_DSN, schema=schema)
+        try:
+
+            def runner(steps: int) -> Callable[[Any], Awaitable[Any]]:
+                async def step(i: int) -> str:
+                    return f"step {i} ok"
+
+                counter = [0]
+
+                def reply(messages: Sequence[Message], info: FunctionInfo) -> Message | str:
+                    counter[0] += 1
+                    if counter[0] <= steps:
+                        return assistant(ToolCall(f"b{counter[0]}", "step", f'{{"i": {counter[0]}}}'))
+                    return "done"
+
+                agent = TetherAgent(FunctionModel(reply), tools=[step], max_steps=steps + 5)
+
+                async def run(_: Any) -> Any:
+                    counter[0] = 0
+                    return await agent.run("go", store=store, owner="bench")
+
+                return run
+
+            repeat = 5 if quick else 15
+            t_zero = await measure(runner(0), None, repeat * 4)
+            t_long = await measure(runner(LONG // 4), None, repeat)
+            t_run = await measure(runner(STEPS), None, repeat * 4)
+        finally:
+            await store.close()
+            if kind == "postgres":
+                import psycopg
+
+                with psycopg.connect(PG_DSN, autocommit=True) as conn:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return {"step": (t_long - t_zero) / (LONG // 4), "run": t_run}
+
+
+def durable_steps(quick: bool) -> None:
+    """Side by side: the step cost of a stored run in this tree (every step durable before the
+    next) and in ``TETHER_BENCH_BASELINE_SRC`` (tether 0.2: one write per run without
+    side-effecting tools), on SQLite and PostgreSQL; each cell in a fresh process."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = [("this tree", os.environ.get("PYTHONPATH", ""))]
+    baseline = os.environ.get("TETHER_BENCH_BASELINE_SRC")
+    if baseline:
+        trees.insert(0, ("baseline (0.2)", baseline))
+    print(f"stored runs: marginal step ({LONG // 4}-step run) and a {STEPS}-step run; median")
+    print(f"{'tree':<16} {'store':<9} {'ms/step':>9} {'ms/run':>9}")
+    for label, path in trees:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (path, here) if p)}
+        for kind in ("sqlite", "postgres"):
+            args = [sys.executable, "-m", "bench.agent", f"--durable-store={kind}", *(["--quick"] * quick)]
+            done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(f"{label:<16} {kind:<9} unavailable: {done.stderr.strip().splitlines()[-1:]}")
+                continue
+            m = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"{label:<16} {kind:<9} {m['step'] * 1e3:>9.3f} {m['run'] * 1e3:>9.2f}")
+    print("a model request takes 0.5-30 s: the store's share of a real step is well under 1%")
+
+
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
     mode_arg = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--telemetry-mode=")), None)
+    store_arg = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--durable-store=")), None)
     if mode_arg is not None:
         print(json.dumps(asyncio.run(measure_mode(mode_arg, quick))))
+    elif store_arg is not None:
+        print(json.dumps(asyncio.run(measure_store(store_arg, quick))))
+    elif "--durable" in sys.argv:
+        durable_steps(quick)
     elif "--telemetry" in sys.argv:
         telemetry_overhead(quick)
     elif "--compaction" in sys.argv:

@@ -125,10 +125,19 @@ async def _stored(store: Store) -> list[Message]:
 
 async def test_disconnect_before_the_first_model_turn_keeps_the_prompt(store: Store) -> None:
     model = Slow()
+    # the prompt's event: the stop arrives while the prompt is stored, before the first request
     error = await _disconnect(Agent(model), store, MessageCompleted)
     assert error.partial is not None
     assert [m.text for m in error.partial.new_messages] == ["go"]
     assert [(m.role, m.text) for m in await _stored(store)] == [("user", "go")]
+    assert (model.cancels, model.cleanups) == (0, 0)  # the model was never asked
+
+
+async def test_disconnect_during_the_first_model_request_keeps_the_prompt(store: Store) -> None:
+    model = Slow("Hel")
+    error = await _disconnect(Agent(model), store, TextEvent)
+    assert error.partial is not None
+    assert [(m.role, m.text) for m in await _stored(store)] == [("user", "go"), ("assistant", "Hel")]
     assert (model.cancels, model.cleanups) == (1, 1)
 
 
@@ -169,7 +178,8 @@ async def test_disconnect_during_a_tool_batch_closes_the_batch(store: Store, ide
 
 
 class GatedStore:
-    """A real store whose next append waits for ``release`` after ``entered`` is set."""
+    """A real store whose next append of a model turn waits for ``release`` after ``entered`` is
+    set (the prompt is appended on its own before the first request, ADR 0015)."""
 
     def __init__(self, inner: Store) -> None:
         self.inner = inner
@@ -180,12 +190,12 @@ class GatedStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def append(self, *args: Any, **kwargs: Any) -> int:
-        if self.gate:
+    async def append(self, owner: str, cid: str, messages: Sequence[Message], **kwargs: Any) -> int:
+        if self.gate and any(m.role == "assistant" for m in messages):
             self.gate = False
             self.entered.set()
             await self.release.wait()
-        return await self.inner.append(*args, **kwargs)
+        return await self.inner.append(owner, cid, messages, **kwargs)
 
 
 @pytest.mark.parametrize("how", ["stream.cancel()", "consumer task cancelled"])

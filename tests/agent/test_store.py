@@ -121,8 +121,11 @@ async def test_conflicting_writer_fails_the_append_with_partial(store: Store) ->
     assert info.value.stage == "store"
     assert isinstance(info.value.__cause__, ConflictError)
     assert info.value.partial is not None
-    assert info.value.partial.new_messages[-1].text == "done"
-    assert [m.text for m in (await store.load("o", "conv")).messages] == ["someone else"]
+    # the step after the meddling is refused before the next (paid) request (ADR 0015)
+    assert info.value.partial.new_messages[-1].tool_results[0].text == "meddled"
+    assert len(script.seen) == 1
+    stored = (await store.load("o", "conv")).messages
+    assert [(m.role, m.text) for m in stored] == [("user", "go"), ("assistant", ""), ("user", "someone else")]
 
 
 async def test_side_effecting_tool_checkpoints_then_records_started_and_finished(store: Store) -> None:
@@ -403,11 +406,29 @@ async def test_a_finished_side_effect_is_stored_before_the_next_model_call(store
     assert not resumed.repair.changed
 
 
-async def test_a_bare_pending_turn_is_left_for_deferred_but_closed_for_a_prompt(store: Store) -> None:
+async def test_a_bare_pending_turn_is_continued_without_a_prompt(store: Store) -> None:
+    # a run stores its turn before running its tools (ADR 0015): a process that died there left
+    # this; continuing without a prompt runs the calls, not a new model request for the turn
     turn = calls(("c1", "look", "{}"))
     await store.create("o", "conv")
     await store.append("o", "conv", [user("q"), turn], expected_version=0)
-    agent = Agent(Script("answer").model, tools=[Tool(lambda: "x", name="look")])
+    script = Script("answer")
+    result = await Agent(script.model, tools=[Tool(lambda: "x", name="look")]).run(
+        store=store, owner="o", conversation_id="conv"
+    )
+    assert result.output == "answer"
+    assert len(script.seen) == 1
+    assert [m.role for m in script.seen[0]] == ["user", "assistant", "tool"]
+    stored = await store.load("o", "conv")
+    assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "assistant"]
+    assert stored.messages[2].tool_results[0].text == "x"
+
+
+async def test_a_bare_gated_turn_is_left_for_deferred_but_closed_for_a_prompt(store: Store) -> None:
+    turn = calls(("c1", "look", "{}"))
+    await store.create("o", "conv")
+    await store.append("o", "conv", [user("q"), turn], expected_version=0)
+    agent = Agent(Script("answer").model, tools=[Tool(lambda: "x", name="look", requires_approval=True)])
     with pytest.raises(HistoryError, match="no results"):
         await agent.run(store=store, owner="o", conversation_id="conv")
     assert (await store.load("o", "conv")).version == 2  # nothing stored: deferred= may answer it
@@ -494,14 +515,17 @@ def test_ledger_closures_match_the_run_that_made_the_call() -> None:
     assert ledger_closures(history, [effect_b]) == []  # B's call is answered
 
 
-async def test_a_run_that_fails_before_anything_completed_leaves_nothing_behind(store: Store) -> None:
+async def test_a_run_that_fails_before_its_first_turn_keeps_the_prompt(store: Store) -> None:
     def broken(messages: Sequence[Message], info: FunctionInfo) -> str:
         raise RuntimeError("401 invalid api key")
 
     with pytest.raises(ModelError) as info:
         await Agent(FunctionModel(broken)).run("hello", store=store, owner="o", conversation_id="fresh")
-    assert info.value.partial is None
-    assert await store.conversations("o") == []  # no empty conversation, no unanswered prompt
+    assert info.value.partial is None  # nothing completed
+    # the prompt was stored before the request (ADR 0015): what the user said is never lost
+    assert [m.text for m in (await store.load("o", "fresh")).messages] == ["hello"]
+    resumed = await Agent(Script("hi").model).run(store=store, owner="o", conversation_id="fresh")
+    assert [m.text for m in resumed.messages] == ["hello", "hi"]
 
 
 @pytest.mark.parametrize(

@@ -118,16 +118,22 @@ async def test_a_paused_failed_and_resumed_conversation_is_one_joined_trace_per_
     assert a["tether.run.pending_calls"] == 1
     assert paused.status.status_code is StatusCode.UNSET
     kids = children(spans, paused)
+    # every completed step is stored before the next one starts (ADR 0015)
     assert [s.name for s in kids] == [
+        "create tether_conversations",  # with the first write: the prompt, before the request
+        "append tether_messages",
         "chat scripted",
+        "append tether_messages",
         "execute_tool lookup",
+        "append tether_messages",
         "chat scripted",
+        "append tether_messages",
         "execute_tool lookup",
         "execute_tool charge",
-        "create tether_conversations",  # with the first write: a failed start leaves nothing
-        "append tether_messages",
     ]
-    chat1, tool1, chat2 = kids[0], kids[1], kids[2]
+    appends = [s for s in kids if s.name == "append tether_messages"]
+    assert [attrs(s)["tether.store.messages"] for s in appends] == [1, 1, 1, 1]
+    chat1, tool1, chat2 = kids[2], kids[4], kids[6]
     assert chat1.kind is SpanKind.CLIENT
     assert attrs(chat1) == {
         "gen_ai.operation.name": "chat",
@@ -157,13 +163,13 @@ async def test_a_paused_failed_and_resumed_conversation_is_one_joined_trace_per_
         "tether.tool.failed": False,
         "tether.tool.synthesized": False,
     }
-    pending_lookup, pending_charge = kids[3], kids[4]
+    pending_lookup, pending_charge = kids[8], kids[9]
     assert attrs(pending_lookup)["tether.tool.status"] == "pending"
     assert "tether.tool.approval" not in attrs(pending_lookup)
     assert attrs(pending_charge)["tether.tool.status"] == "pending"
     assert attrs(pending_charge)["tether.tool.approval"] == "pending"
     assert attrs(pending_charge)["tether.tool.idempotent"] is False
-    store_create = kids[5]
+    store_create = kids[0]
     assert store_create.kind is SpanKind.CLIENT
     assert attrs(store_create) == {
         "db.system.name": "sqlite",
@@ -171,7 +177,6 @@ async def test_a_paused_failed_and_resumed_conversation_is_one_joined_trace_per_
         "db.collection.name": "tether_conversations",
         "gen_ai.conversation.id": cid,
     }
-    assert attrs(kids[-1])["tether.store.messages"] == 4  # prompt, turn, results, pending turn
     assert [e.name for e in paused.events] == ["tether.history.normalize"]
 
     # -- run 2: the approved batch runs (with the ledger), then the provider fails ---------------

@@ -4,7 +4,7 @@ processor, the check that a prompt-less run can resume, and one distinct id per 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from msgspec.structs import replace
@@ -15,7 +15,14 @@ from tether.messages import Document, Image, Message, Part, Text, ToolCall
 from ._config import Prompt
 from ._context import RunContext
 
-__all__ = ["apply_processor", "check_resumable", "distinct_calls", "donor_conversation_id", "user_message"]
+__all__ = [
+    "apply_processor",
+    "check_resumable",
+    "distinct_calls",
+    "donor_conversation_id",
+    "interrupted_turn",
+    "user_message",
+]
 
 
 def user_message(prompt: Prompt, run_id: str, conversation_id: str) -> Message:
@@ -84,6 +91,24 @@ def check_resumable(history: Sequence[Message]) -> None:
         "without a prompt the history must end with a user message or with tool results; "
         "it ends with a finished assistant answer"
     )
+
+
+def interrupted_turn(history: Sequence[Message], tools: Mapping[str, Any]) -> Message | None:
+    """The last message when it is an assistant turn whose calls all have ids, none answered and
+    none waiting for an approval or an external result: a turn a run stored before running its
+    tools and did not finish (ADR 0015). A prompt-less run continues it by running its calls;
+    ``None`` for any other history (a gated turn still needs ``deferred=``)."""
+    last = history[-1] if history else None
+    if type(last) is not Message or last.role != "assistant" or not last.tool_calls:
+        return None
+    ids = {c.id for c in last.tool_calls}
+    if None in ids or "" in ids or len(ids) != len(last.tool_calls):
+        return None
+    for call in last.tool_calls:
+        tool = tools.get(call.name)
+        if tool is not None and (tool.requires_approval or tool.external):
+            return None
+    return last
 
 
 def distinct_calls(message: Message, run_id: str, step: int) -> Message:

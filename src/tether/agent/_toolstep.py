@@ -218,6 +218,12 @@ class ToolStep:
                 run.trace.tools.ran(run, jobs)
         return side_effects
 
+    def close_unstarted(self, message: Message) -> None:
+        """Answer every call of ``message``, a turn whose batch never started (the run stopped
+        while the turn was being stored), with the neutral "interrupted before execution"."""
+        calls = [c for c in message.tool_calls if c.id]
+        self._close([], calls, message, [None] * len(calls), None)
+
     def _close(
         self,
         jobs: list[Job],

@@ -51,7 +51,7 @@ from tether.models import Model, aclose_model
 from tether.models.wire import ConversionReport
 from tether.stores import CompactionRecord, Store
 
-__all__ = ["LOCAL_BUDGET", "SLASH_COMMANDS", "ChatSession", "chat"]
+__all__ = ["LOCAL_BUDGET", "SLASH_COMMANDS", "ChatSession", "chat", "interrupted_tail"]
 
 LOCAL_BUDGET = 2048
 """Approximate tokens of history sent to the local model when neither --max-messages nor --budget
@@ -99,8 +99,9 @@ class ChatSession:
         self.turns = 0
 
     # -- turns -----------------------------------------------------------------------------------
-    async def send(self, prompt: str) -> TurnOutcome:
-        """Run one turn, streaming it to the console; the run stores what it produces."""
+    async def send(self, prompt: str | None) -> TurnOutcome:
+        """Run one turn, streaming it to the console; the run stores what it produces.
+        ``None``: continue the stored conversation (an interrupted turn)."""
         recorder = StoreRecorder(
             self.store, self.owner, self.conversation_id, on_conflict="fork", at_version=self.version
         )
@@ -255,6 +256,22 @@ class ChatSession:
         self.console.print(
             f"wrote {len(self.messages)} messages to {escape(file)} ({losses} losses reported)"
         )
+
+
+def interrupted_tail(messages: Sequence[Message]) -> str | None:
+    """What a conversation's stored tail says about a turn that never finished (the process
+    stopped mid-turn: every completed step is stored, ADR 0015), or ``None`` when it ended
+    normally. A reply stopped with Ctrl-C is stored with its text and is not continued."""
+    last = next((m for m in reversed(messages) if m.role != "system"), None)
+    if last is None:
+        return None
+    if last.role == "user":
+        return "the last prompt was not answered (the session stopped before the reply finished)"
+    if last.role == "tool":
+        return "the last turn stopped after its tools ran, before the model answered"
+    if last.tool_calls:  # the last message: none of its calls has a result
+        return "the last turn stopped before its tools ran"
+    return None
 
 
 def _lenient(processor: TrimHistory | BudgetHistory) -> Callable[[Sequence[Message]], list[Message]]:
@@ -436,6 +453,12 @@ def _chat(
                 f"[bold]tether chat[/] · model [bold]{escape(model.name)}[/] · conversation "
                 f"[bold]{session.conversation_id}[/] ({escape(state)}) · short id [bold]{short}[/]"
             )
+            unfinished = interrupted_tail(session.messages)
+            if unfinished is not None:  # a process that died mid-turn (ADR 0015): continue it
+                console.print(f"[yellow]⏵ {escape(unfinished)}; continuing it[/]")
+                outcome = runner.run(session.send(None))
+                if outcome.error is not None and prompt is not None:
+                    return 1
             if prompt is not None:
                 outcome = runner.run(session.send(prompt))
                 return 1 if outcome.error is not None else 0

@@ -157,14 +157,15 @@ async def _ticker(printer: StreamPrinter) -> None:
 
 async def run_turn(
     agent: Agent[None, str],
-    prompt: str,
+    prompt: str | None,
     *,
     recorder: RunRecorder,
     printer: StreamPrinter,
     waiting: str = "thinking…",
 ) -> TurnOutcome:
-    """Stream one stored run. Cancelling the task that awaits this (Ctrl-C) stops the run: the
-    outcome then says so instead of raising; the partial turn is already stored."""
+    """Stream one stored run (``prompt=None``: continue the stored conversation). Cancelling the
+    task that awaits this (Ctrl-C) stops the run: the outcome then says so instead of raising;
+    the partial turn is already stored."""
     run_id = new_id()
     printer.wait(waiting)
     ticker = asyncio.ensure_future(_ticker(printer))
