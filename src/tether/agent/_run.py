@@ -44,7 +44,14 @@ from ._config import Prompt, RunConfig
 from ._context import MessagesView, RunContext
 from ._decisions import Resolution, resolve_decisions
 from ._output import OUTPUT_TOOL
-from ._prepare import apply_processor, check_resumable, distinct_calls, donor_conversation_id, user_message
+from ._prepare import (
+    apply_processor,
+    check_resumable,
+    distinct_calls,
+    donor_conversation_id,
+    interrupted_turn,
+    user_message,
+)
 from ._recorder import CompactedLog, RunRecorder, settle
 from ._result import (
     MISSING,
@@ -197,6 +204,9 @@ class Run:
         and a note when it could not be stored."""
         state = self.state
         self._keep_prompt()
+        last = state.new[-1] if state.new else None
+        if last is not None and last.role == "assistant" and last.tool_calls:
+            self.tools.close_unstarted(last)  # stopped while its turn was stored (ADR 0015)
         unfinished = state.unfinished(*self._stamp)
         partial = state.partial(stopped=True, unfinished=unfinished)
         if self.recorder is None or not (state.unrecorded() or unfinished is not None):
@@ -231,8 +241,8 @@ class Run:
         self.add(self._user(prompt))
 
     async def _record_failure(self, error: RunError) -> None:
-        """Store a failed run's evidence; a failure before anything completed stores nothing, so
-        a wrong API key does not litter the conversation with unanswered prompts."""
+        """Store a failed run's evidence (its prompt is stored already, before the first request:
+        ADR 0015)."""
         if self.recorder is None or error.partial is None or not self.state.unrecorded():
             return
         try:
@@ -312,6 +322,7 @@ class Run:
         if self.compaction is not None:
             self.compaction.measure(self.instructions, self.cfg.definitions)
         while True:
+            await self.persist()  # durable step (ADR 0015): the prompt, a batch's results, before a request
             if self.compaction is not None:
                 await self._compact()
             response = await (self._request() if self.trace is None else self.trace.chat(self, self._request))
@@ -319,6 +330,7 @@ class Run:
             message = replace(response.message, run_id=s.run_id, conversation_id=s.conversation_id)
             message = distinct_calls(message, s.run_id, s.requests)
             self.add(message)
+            await self.persist()  # durable step (ADR 0015): a completed turn, before its tools or the end
             calls = message.tool_calls
             if not calls:
                 output = self._final_text(message, response.stop_reason)
@@ -376,7 +388,13 @@ class Run:
                 last, self.deferred_in, cfg.tools, cfg.secret, state.conversation_id, time.time()
             )
         elif self.prompt is None:
-            check_resumable(history)
+            # a stored turn whose tools never ran; a client-held history has no ledger to trust
+            pending_turn = interrupted_turn(history, cfg.tools) if self.recorder is not None else None
+            if pending_turn is None:
+                check_resumable(history)
+            else:  # a turn stored before its tools ran (ADR 0015): continuing runs its calls
+                history = history[:-1]
+                self._resolution = Resolution({}, None)
         messages, state.repair = normalize_history(history)
         if self.trace is not None:
             self.trace.history_normalized(state.repair, len(messages))
