@@ -75,14 +75,18 @@ def _progress(messages: Sequence[Message], version: int, run_id: str) -> _Progre
 class DurableRun(Generic[Output]):
     """A handle on a durable run (started here or on any process sharing the DBOS database)."""
 
-    def __init__(self, agent: DurableAgent[Output], run_id: str, conversation_id: str | None) -> None:
+    def __init__(
+        self, agent: DurableAgent[Output], run_id: str, conversation_id: str | None, handle: Any = None
+    ) -> None:
         self._agent = agent
         self.run_id = run_id
         self.conversation_id = conversation_id
+        self._handle = handle
+        """The workflow's handle when it runs in this process (awaited directly, not polled)."""
 
     async def result(self) -> DurableOutcome[Output]:
         """Wait for the run's end (on whichever process runs it) and return its outcome."""
-        handle: Any = await DBOS.retrieve_workflow_async(self.run_id)
+        handle: Any = self._handle or await DBOS.retrieve_workflow_async(self.run_id)
         raw = cast(dict[str, Any], await handle.get_result())
         return self._agent.outcome(raw)
 
@@ -123,8 +127,8 @@ class DurableAgent(Generic[Output]):
         cid = conversation_id or new_id()
         rid = run_id or new_id()
         with SetWorkflowID(rid):
-            await DBOS.start_workflow_async(durable_run, self.name, owner, cid, rid, prompt)
-        return DurableRun(self, rid, cid)
+            handle = await DBOS.start_workflow_async(durable_run, self.name, owner, cid, rid, prompt)
+        return DurableRun(self, rid, cid, handle)
 
     async def run(
         self,
