@@ -63,6 +63,9 @@ def test_the_expected_commands_exist() -> None:
         "tether serve users token",
         "tether serve users revoke",
         "tether serve users list",
+        "tether runs list",
+        "tether runs show",
+        "tether runs cancel",
     }
 
 

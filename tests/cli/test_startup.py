@@ -49,7 +49,7 @@ def test_the_root_summary_is_the_command_help(name: str, invoke: Invoke) -> None
     command = load_command(name)
     assert command.name == name
     assert " ".join((command.help or "").split()) == COMMANDS[name][2]
-    assert isinstance(command, TyperGroup) == (name in ("logs", "history", "serve"))
+    assert isinstance(command, TyperGroup) == (name in ("logs", "history", "runs", "serve"))
     listing = invoke("--help")
     assert listing.exit_code == 0
     assert name in listing.stdout

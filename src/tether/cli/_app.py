@@ -42,6 +42,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Check, repair, sanitize, trim, compact and convert history files (tether JSON unless --from says "
         "otherwise). FILE may be - for standard input.",
     ),
+    "runs": (
+        "tether.cli._runs",
+        "runs_app",
+        "List, show and cancel the runs of tether serve (one owner's; --db or --postgres as for serve).",
+    ),
     "serve": (
         "tether.cli._serve",
         "serve_app",

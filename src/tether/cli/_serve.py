@@ -18,7 +18,7 @@ from tether.cli._store import DbOpt, default_db_path
 from tether.errors import TetherError
 from tether.serve import CONFIG_ENV, ServeConfig, is_loopback, load_model, open_user_store
 
-__all__ = ["describe_dsn", "serve_app"]
+__all__ = ["PostgresOpt", "SchemaOpt", "database", "describe_dsn", "serve_app"]
 
 serve_app = typer.Typer(
     help="Run the tether HTTP service (pip install 'tether[serve]'); manage its users with "
@@ -64,6 +64,16 @@ def describe_dsn(dsn: str) -> str:
         port = fields.get("port")
     where = (host or "localhost") + (f":{port}" if port else "")
     return f"{where}/{db}" if db else where
+
+
+def database(db: Path | None, postgres: str | None, *, create: bool = True) -> tuple[str | None, str | None]:
+    """The SQLite path or PostgreSQL DSN the options name; ``create=False``: a missing file is an
+    error (reading commands), not a new database."""
+    if not create and postgres is None:
+        path = db if db is not None else default_db_path()
+        if not path.is_file():
+            fail(f"no service database at {path}")
+    return _database(db, postgres)
 
 
 def _database(db: Path | None, postgres: str | None) -> tuple[str | None, str | None]:

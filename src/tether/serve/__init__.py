@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from tether.errors import MissingExtra
 from tether.serve._config import CONFIG_ENV, ServeConfig, is_loopback
 from tether.serve._loading import load_model, load_tools
+from tether.serve._operator import OPERATOR_REASON, RunLog, open_run_log
 from tether.stores._events_sqlite import SQLiteEventLog
 from tether.stores._users import UserStore
 
@@ -33,14 +34,17 @@ _NEEDS_EXTRA = {
 __all__ = [
     "CONFIG_ENV",
     "LOCAL_OWNER",
+    "OPERATOR_REASON",
     "SECURITY_HEADERS",
     "Caller",
+    "RunLog",
     "RunManager",
     "ServeConfig",
     "create_app",
     "is_loopback",
     "load_model",
     "load_tools",
+    "open_run_log",
     "open_user_store",
 ]
 

@@ -1,0 +1,92 @@
+"""What an operator does to the service's runs from outside it (``tether runs``): list, show and
+cancel run records in the service database, scoped to one owner like every other operation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import time
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import cast
+
+from tether.stores import SQLiteStore, Store
+from tether.stores._events import EventLog, LoggedEvent, RunRecord
+from tether.stores._events_sqlite import SQLiteEventLog
+
+from ._events import RunCanceledEvent, encode_event
+
+__all__ = ["OPERATOR_REASON", "RunLog", "open_run_log"]
+
+OPERATOR_REASON = "canceled by an operator (tether runs cancel)"
+
+
+@dataclass(slots=True)
+class RunLog:
+    """The service's conversation store and event log, for one owner's runs."""
+
+    store: Store
+    events: EventLog
+
+    async def list(self, owner: str, *, status: str | None = None, limit: int = 20) -> list[RunRecord]:
+        """The owner's runs, newest first (``status``: only runs in it)."""
+        found: list[RunRecord] = []
+        for info in await self.store.conversations(owner):
+            found.extend(await self.events.runs(owner, info.conversation_id, limit=limit))
+        if status is not None:
+            found = [r for r in found if r.status == status]
+        found.sort(key=lambda r: r.created_at, reverse=True)
+        return found[:limit]
+
+    async def show(self, owner: str, run_id: str) -> tuple[RunRecord, list[LoggedEvent]]:
+        """A run and its events (``NotFound`` when absent or another owner's)."""
+        record = await self.events.get_run(owner, run_id)
+        events: list[LoggedEvent] = []
+        while True:
+            batch = await self.events.read(owner, run_id, events[-1].seq if events else 0)
+            if not batch:
+                return record, events
+            events.extend(batch)
+
+    async def cancel(self, owner: str, run_id: str, *, wait: float = 10.0) -> RunRecord:
+        """Stop a run: a paused one here (compare and set), a running one through its process,
+        which sees the request on its next heartbeat; waits up to ``wait`` s for it to end."""
+        record = await self.events.get_run(owner, run_id)
+        if record.status == "paused":
+            event = encode_event(RunCanceledEvent(run_id, record.conversation_id, OPERATOR_REASON))
+            await self.events.take_over(
+                run_id, from_status="paused", to_status="canceled", event=event, pause_id=record.pause_id
+            )
+            return await self.events.get_run(owner, run_id)
+        if record.status != "running":
+            return record
+        await self.events.request_cancel(owner, run_id)
+        deadline = time.monotonic() + wait
+        while record.status == "running" and time.monotonic() < deadline:
+            await self.events.wait(run_id, record.last_seq, min(1.0, max(0.0, deadline - time.monotonic())))
+            record = await self.events.get_run(owner, run_id)
+            await asyncio.sleep(0)
+        return record
+
+
+@asynccontextmanager
+async def open_run_log(
+    *, db: str | None = None, postgres: str | None = None, schema: str | None = None
+) -> AsyncGenerator[RunLog]:
+    """The service database (SQLite file ``db`` or PostgreSQL ``postgres``) as a ``RunLog``."""
+    if postgres is not None:
+        store_module = importlib.import_module("tether.stores._postgres")
+        events_module = importlib.import_module("tether.stores._events_postgres")
+        store = cast(Store, store_module.PostgresStore(postgres, schema=schema))
+        events = cast(EventLog, events_module.PostgresEventLog(postgres, schema=schema))
+    else:
+        assert db is not None
+        store, events = SQLiteStore(db), SQLiteEventLog(db)
+    try:
+        yield RunLog(store, events)
+    finally:
+        with contextlib.suppress(Exception):
+            await events.close()
+        await store.close()
