@@ -25,5 +25,13 @@ def from_openai_agents(data: object) -> tuple[list[Message], ConversionReport]:
 
 
 def to_openai_agents(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], ConversionReport]:
-    """Messages → session items ``SQLiteSession.add_items`` stores and ``Runner.run`` replays."""
-    return wire.encode_messages(messages)
+    """Messages → session items ``SQLiteSession.add_items`` stores and ``Runner.run`` replays.
+
+    A ``function_call`` with its item id gets ``"status": "completed"``, as a ``message`` item
+    with an id does: that is how the SDK stores the calls of a Responses model, so the items it
+    wrote come back equal (the SDK matches items by their exact JSON when it resumes a write)."""
+    items, report = wire.encode_messages(messages)
+    for item in items:
+        if item.get("type") == "function_call" and "id" in item:
+            item["status"] = "completed"
+    return items, report
