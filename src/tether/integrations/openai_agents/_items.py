@@ -31,6 +31,7 @@ __all__ = [
     "marker_op",
     "name_results",
     "summary",
+    "unkept",
     "unnamed_calls",
 ]
 
@@ -145,6 +146,35 @@ def name_results(
         if not (loss.what == "tool name" and loss.part is None and loss.message in resolved)
     ]
     return fixed, ConversionReport(kept)
+
+
+_SHAPE_ONLY = frozenset({"type", "status"})
+"""Keys an item may come back without and mean the same: ``type`` of a message item (the short
+form ``{"role", "content"}`` has none) and ``status`` of an item without an id."""
+
+
+def unkept(items: Sequence[object], report: ConversionReport, messages: Sequence[Message]) -> list[str]:
+    """What ``get_items`` will not give back of these items, beyond the report: the keys of an
+    item the converter ignores (``provider_data``, fields of newer SDKs), one line per item, or
+    one line when the items do not come back one for one."""
+    dropped = {
+        loss.message
+        for loss in report.losses
+        if loss.part is None and loss.kind == "dropped" and loss.what.endswith(" item")
+    }
+    kept = [item for i, item in enumerate(items) if i not in dropped]
+    back = [out for m in messages for out in encode_message(m)[0]]
+    if len(kept) != len(back):
+        return [f"the {len(kept)} items carried come back as {len(back)} items"]
+    lines: list[str] = []
+    index = [i for i in range(len(items)) if i not in dropped]
+    for i, given, returned in zip(index, kept, back, strict=True):
+        if not isinstance(given, Mapping):
+            continue
+        missing = sorted(set(cast(Mapping[str, Any], given)) - set(returned) - _SHAPE_ONLY)
+        if missing:
+            lines.append(f"item {i}: dropped {', '.join(missing)} (fields tether messages do not keep)")
+    return lines
 
 
 def call_names(messages: Iterable[Message]) -> dict[str, str]:

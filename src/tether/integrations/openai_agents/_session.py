@@ -18,6 +18,7 @@ from tether.integrations.openai_agents._items import (
     marker_op,
     name_results,
     summary,
+    unkept,
     unnamed_calls,
 )
 from tether.messages import Message
@@ -38,6 +39,8 @@ _POP_ATTEMPTS = 16
 """How often ``pop_item`` re-reads the tail when another writer appended in between."""
 _FIRST_WINDOW = 256
 """Messages read first from the end of the log when every item is asked for; then x4 each time."""
+_MIN_WINDOW = 64
+"""Messages read first for ``limit`` items: at least this many, else twice the limit."""
 
 
 def _check_text(value: object, name: str) -> str:
@@ -129,14 +132,15 @@ class TetherSession:
         unnamed = unnamed_calls(report, plain)
         if unnamed:  # results whose call an earlier add_items stored
             messages, report = name_results(messages, report, unnamed, await self._call_names())
-        if report.losses:
+        lines = [summary(report.losses, unit="item")] if report.losses else []
+        lines += unkept(plain, report, messages)
+        if lines:
             _log.warning(
-                "session %r (owner %r): add_items could not carry %d of %d items exactly: %s",
+                "session %r (owner %r): add_items of %d items could not carry everything exactly: %s",
                 self.session_id,
                 self.owner,
-                len({loss.message for loss in report.losses}),
                 len(items),
-                summary(report.losses, unit="item"),
+                "; ".join(lines),
             )
         if messages:
             await self._append(messages)
@@ -187,7 +191,7 @@ class TetherSession:
         """The last ``want`` items in view (all of them for ``None``), oldest first, and the
         version they were read at (-1: no conversation). Reads the log backwards in growing
         windows and stops at a clear marker, so a cleared session never reads what came before."""
-        window = _FIRST_WINDOW if want is None else max(64, 2 * want)
+        window = _FIRST_WINDOW if want is None else max(_MIN_WINDOW, 2 * want)
         try:
             loaded = await self.store.load(self.owner, self.session_id, tail=window)
         except NotFound:
