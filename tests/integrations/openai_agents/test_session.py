@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from agents import SQLiteSession
 from agents.memory import Session, SessionSettings
+from agents.models.fake_id import FAKE_RESPONSES_ID
+from openai.types.responses import ResponseFunctionToolCall
 
 from tether import ConflictError, Message, Reasoning, Text, ToolCall, ToolResult, UserError
 from tether.integrations.openai_agents import MARKER_PROVIDER, TetherSession, is_marker
@@ -72,6 +74,27 @@ async def test_runner_turns_with_tool_calls_keep_what_the_sdk_keeps(store: Store
         Message("user", (Text("Thanks!"),)),
         Message("assistant", (Text("You are welcome.", provider_id="msg_2"),)),
     ]
+
+
+async def test_items_of_a_model_without_item_ids_come_back_equal(store: Store) -> None:
+    """Chat Completions and LiteLLM models give every item the SDK's placeholder id."""
+
+    def script() -> list[list[Any]]:
+        placeholder_call = ResponseFunctionToolCall(
+            id=FAKE_RESPONSES_ID,
+            call_id="call_1",
+            name="weather",
+            arguments='{"city":"Oslo"}',
+            type="function_call",
+        )
+        return [[placeholder_call], [message("Sunny in Oslo.", FAKE_RESPONSES_ID)]]
+
+    session = TetherSession("conv", store, owner=OWNER)
+    model = Scripted(script())
+    await run(session, model, "Weather in Oslo?")
+    expected, reference_model = await _reference(script(), ["Weather in Oslo?"])
+    assert _json(await session.get_items()) == _json(expected)
+    assert model.received == reference_model.received
 
 
 async def test_get_items_with_a_limit(store: Store) -> None:

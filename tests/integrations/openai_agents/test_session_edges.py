@@ -267,12 +267,13 @@ def _palette(n: int) -> list[Any]:
         },
         {"type": "function_call", "call_id": f"d{n}", "name": "g", "arguments": '{"a":1}'},
         {"type": "function_call_output", "call_id": f"c{n}", "output": f"out {n}"},
+        {"type": "function_call", "call_id": f"e{n}", "name": "h", "arguments": "{}", "id": "__fake_id__"},
     ]
 
 
 OPS = st.lists(
     st.one_of(
-        st.tuples(st.just("add"), st.lists(st.integers(0, 6), min_size=0, max_size=5)),
+        st.tuples(st.just("add"), st.lists(st.integers(0, 7), min_size=0, max_size=5)),
         st.tuples(st.just("pop"), st.just([])),
         st.tuples(st.just("clear"), st.just([])),
         st.tuples(st.just("get"), st.lists(st.integers(0, 12), min_size=1, max_size=1)),
