@@ -8,6 +8,8 @@ from agents import Agent, Runner, RunResult, Session, Usage, function_tool
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
@@ -29,8 +31,22 @@ class Scripted(Model):
             raise AssertionError("the model was asked more often than scripted")
         return ModelResponse(output=self.script.pop(0), usage=Usage(), response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def stream_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        """The next scripted output as one ``response.completed`` event."""
+        self.received.append(input)
+        if not self.script:
+            raise AssertionError("the model was asked more often than scripted")
+        response = Response(
+            id=f"resp_{len(self.received)}",
+            created_at=0,
+            model="scripted",
+            object="response",
+            output=self.script.pop(0),
+            parallel_tool_calls=True,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
 
 
 @function_tool
@@ -78,6 +94,9 @@ def two_turns() -> list[list[Any]]:
     ]
 
 
+def agent(model: Scripted) -> Agent[Any]:
+    return Agent(name="assistant", instructions="Be brief.", model=model, tools=[weather])
+
+
 async def run(session: Session, model: Scripted, prompt: str) -> RunResult:
-    agent = Agent(name="assistant", instructions="Be brief.", model=model, tools=[weather])
-    return await Runner.run(agent, prompt, session=session)
+    return await Runner.run(agent(model), prompt, session=session)

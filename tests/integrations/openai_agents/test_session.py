@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from agents import SQLiteSession
+from agents import Agent, Runner, SQLiteSession
 from agents.memory import Session, SessionSettings
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from openai.types.responses import ResponseFunctionToolCall
@@ -17,7 +17,7 @@ from tether.integrations.openai_agents import MARKER_PROVIDER, TetherSession, is
 from tether.stores import Store
 
 from .conftest import Stores
-from .scripted import Scripted, message, run, two_turns
+from .scripted import Scripted, agent, message, run, two_turns
 
 OWNER = "alice"
 
@@ -74,6 +74,48 @@ async def test_runner_turns_with_tool_calls_keep_what_the_sdk_keeps(store: Store
         Message("user", (Text("Thanks!"),)),
         Message("assistant", (Text("You are welcome.", provider_id="msg_2"),)),
     ]
+
+
+async def test_streamed_runs_keep_the_same_items(store: Store) -> None:
+    session = TetherSession("conv", store, owner=OWNER)
+    model = Scripted(two_turns())
+    for prompt in ("Weather in Paris?", "Thanks!"):
+        result = Runner.run_streamed(agent(model), prompt, session=session)
+        async for _ in result.stream_events():
+            pass
+    assert result.final_output == "You are welcome."
+    expected, reference_model = await _reference(two_turns(), ["Weather in Paris?", "Thanks!"])
+    assert _json(await session.get_items()) == _json(expected)
+    assert model.received == reference_model.received
+
+
+async def test_a_handoff_is_carried_like_a_tool_call(store: Store) -> None:
+    def script() -> list[list[Any]]:
+        transfer = ResponseFunctionToolCall(
+            id="fc_h",
+            call_id="call_h",
+            name="transfer_to_billing",
+            arguments="{}",
+            type="function_call",
+            status="completed",
+        )
+        return [[transfer], [message("Billing here.", "msg_b")]]
+
+    async def go(session: Session, model: Scripted) -> Any:
+        billing = Agent(name="billing", instructions="Billing.", model=model)
+        triage = Agent(name="triage", instructions="Route.", model=model, handoffs=[billing])
+        return await Runner.run(triage, "My invoice?", session=session)
+
+    session = TetherSession("conv", store, owner=OWNER)
+    model, reference_model = Scripted(script()), Scripted(script())
+    result = await go(session, model)
+    assert result.last_agent.name == "billing"
+    reference = SQLiteSession("reference")
+    await go(reference, reference_model)
+    assert _json(await session.get_items()) == _json(await reference.get_items())
+    assert model.received == reference_model.received
+    loaded = await store.load(OWNER, "conv")
+    assert [p.name for p in loaded.messages[2].tool_results] == ["transfer_to_billing"]
 
 
 async def test_items_of_a_model_without_item_ids_come_back_equal(store: Store) -> None:
