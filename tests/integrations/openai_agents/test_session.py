@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from agents.models.fake_id import FAKE_RESPONSES_ID
 from openai.types.responses import ResponseFunctionToolCall
 
 from tether import ConflictError, Message, Reasoning, Text, ToolCall, ToolResult, UserError
-from tether.integrations.openai_agents import MARKER_PROVIDER, TetherSession, is_marker
+from tether.integrations.openai_agents import LOGGER_NAME, MARKER_PROVIDER, TetherSession, is_marker
 from tether.stores import Store
 
 from .conftest import Stores
@@ -43,13 +44,17 @@ async def test_it_is_an_sdk_session(store: Store) -> None:
     assert isinstance(session.session_settings, SessionSettings)
 
 
-async def test_runner_turns_with_tool_calls_keep_what_the_sdk_keeps(store: Store) -> None:
+async def test_runner_turns_with_tool_calls_keep_what_the_sdk_keeps(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     session = TetherSession("conv", store, owner=OWNER)
     model = Scripted(two_turns())
-    first = await run(session, model, "Weather in Paris?")
-    assert first.final_output == "It is sunny in Paris."
-    second = await run(session, model, "Thanks!")
-    assert second.final_output == "You are welcome."
+    with caplog.at_level(logging.DEBUG, logger=LOGGER_NAME):
+        first = await run(session, model, "Weather in Paris?")
+        assert first.final_output == "It is sunny in Paris."
+        second = await run(session, model, "Thanks!")
+        assert second.final_output == "You are welcome."
+    assert [r.getMessage() for r in caplog.records if r.name == LOGGER_NAME] == []  # nothing lost
 
     expected, reference_model = await _reference(two_turns(), ["Weather in Paris?", "Thanks!"])
     items = await session.get_items()
@@ -118,7 +123,9 @@ async def test_a_handoff_is_carried_like_a_tool_call(store: Store) -> None:
     assert [p.name for p in loaded.messages[2].tool_results] == ["transfer_to_billing"]
 
 
-async def test_items_of_a_model_without_item_ids_come_back_equal(store: Store) -> None:
+async def test_items_of_a_model_without_item_ids_come_back_equal(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     """Chat Completions and LiteLLM models give every item the SDK's placeholder id."""
 
     def script() -> list[list[Any]]:
@@ -133,7 +140,9 @@ async def test_items_of_a_model_without_item_ids_come_back_equal(store: Store) -
 
     session = TetherSession("conv", store, owner=OWNER)
     model = Scripted(script())
-    await run(session, model, "Weather in Oslo?")
+    with caplog.at_level(logging.DEBUG, logger=LOGGER_NAME):
+        await run(session, model, "Weather in Oslo?")
+    assert [r.getMessage() for r in caplog.records if r.name == LOGGER_NAME] == []
     expected, reference_model = await _reference(script(), ["Weather in Oslo?"])
     assert _json(await session.get_items()) == _json(expected)
     assert model.received == reference_model.received

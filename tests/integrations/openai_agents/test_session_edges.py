@@ -4,6 +4,7 @@ carry, a missing extra, and random operation sequences against the SDK's own SQL
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -58,6 +59,41 @@ async def test_a_killed_process_leaves_the_session_to_the_next_one(tmp_path: Pat
         assert model.received[0] == [*expected, {"content": "Thanks!", "role": "user"}]
     finally:
         await store.close()
+
+
+async def test_the_cli_shows_the_session_with_its_markers(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    store = SQLiteStore(db)
+    try:
+        session = TetherSession("conv", store, owner=OWNER)
+        await run(session, Scripted(two_turns()[:2]), "Weather in Paris?")
+        await session.pop_item()
+    finally:
+        await store.close()
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tether.cli",
+            "logs",
+            "show",
+            "conv",
+            "--db",
+            str(db),
+            "--owner",
+            OWNER,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    messages = json.loads(shown.stdout)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "system"]
+    assert messages[-1]["provider"] == "tether.session"
+    assert messages[-1]["stopReason"] == "pop_item"
+    assert messages[2]["parts"][0]["name"] == "weather"
 
 
 async def test_an_encrypted_store_keeps_no_plaintext(tmp_path: Path) -> None:
@@ -190,6 +226,17 @@ async def test_an_output_added_after_its_call_gets_the_call_s_name(caplog: pytes
         "call_id": "nobody",
         "output": "?",
     }
+
+
+async def test_an_output_finds_its_call_far_back_in_the_log() -> None:
+    store = MemoryStore()
+    session = TetherSession("conv", store, owner=OWNER)
+    await session.add_items(
+        [{"type": "function_call", "call_id": "old", "name": "slow_job", "arguments": "{}"}]
+    )
+    await session.add_items([{"role": "user", "content": f"meanwhile {i}"} for i in range(100)])
+    await session.add_items([{"type": "function_call_output", "call_id": "old", "output": "finished"}])
+    assert (await store.load(OWNER, "conv", tail=1)).messages[0].tool_results[0].name == "slow_job"
 
 
 async def test_stored_messages_items_cannot_carry_are_reported_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -131,7 +131,9 @@ class TetherSession:
         messages, report, plain = decode_items(items)
         unnamed = unnamed_calls(report, plain)
         if unnamed:  # results whose call an earlier add_items stored
-            messages, report = name_results(messages, report, unnamed, await self._call_names())
+            messages, report = name_results(
+                messages, report, unnamed, await self._call_names(set(unnamed.values()))
+            )
         lines = [summary(report.losses, unit="item")] if report.losses else []
         lines += unkept(plain, report, messages)
         if lines:
@@ -180,12 +182,19 @@ class TetherSession:
             await self.store.create(self.owner, self.session_id, exist_ok=True)
             await self.store.append(self.owner, self.session_id, messages)
 
-    async def _call_names(self) -> dict[str, str]:
-        try:
-            loaded = await self.store.load(self.owner, self.session_id)
-        except NotFound:
-            return {}
-        return call_names(loaded.messages)
+    async def _call_names(self, wanted: set[str]) -> dict[str, str]:
+        """The names of the calls ``wanted``, from the end of the log (the whole log only when
+        the last ``_MIN_WINDOW`` messages do not hold them all)."""
+        names: dict[str, str] = {}
+        for tail in (_MIN_WINDOW, None):
+            try:
+                loaded = await self.store.load(self.owner, self.session_id, tail=tail)
+            except NotFound:
+                return {}
+            names = call_names(loaded.messages)
+            if wanted <= names.keys() or loaded.offset == 0:
+                break
+        return names
 
     async def _tail(self, want: int | None) -> tuple[list[Item], int]:
         """The last ``want`` items in view (all of them for ``None``), oldest first, and the
