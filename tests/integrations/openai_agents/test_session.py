@@ -153,7 +153,7 @@ async def test_get_items_with_a_limit(store: Store) -> None:
     await run(session, Scripted(two_turns()), "Weather in Paris?")
     every = await session.get_items()
     assert len(every) == 5
-    for limit in (0, 1, 2, 4, 5, 9):
+    for limit in (0, 1, 2, 4, 5, 9, 2**62, 2**63, 10**30):
         assert await session.get_items(limit) == (every[-limit:] if limit else [])
     limited = TetherSession("conv", store, owner=OWNER, session_settings=SessionSettings(limit=2))
     assert await limited.get_items() == every[-2:]

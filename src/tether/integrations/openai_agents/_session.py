@@ -41,6 +41,8 @@ _FIRST_WINDOW = 256
 """Messages read first from the end of the log when every item is asked for; then x4 each time."""
 _MIN_WINDOW = 64
 """Messages read first for ``limit`` items: at least this many, else twice the limit."""
+_MAX_WINDOW = 2**62
+"""A window never asks the store for more (its paging arguments stop at 2^63 - 1)."""
 
 
 def _check_text(value: object, name: str) -> str:
@@ -200,7 +202,7 @@ class TetherSession:
         """The last ``want`` items in view (all of them for ``None``), oldest first, and the
         version they were read at (-1: no conversation). Reads the log backwards in growing
         windows and stops at a clear marker, so a cleared session never reads what came before."""
-        window = _FIRST_WINDOW if want is None else max(_MIN_WINDOW, 2 * want)
+        window = _FIRST_WINDOW if want is None else min(max(_MIN_WINDOW, 2 * want), _MAX_WINDOW)
         try:
             loaded = await self.store.load(self.owner, self.session_id, tail=window)
         except NotFound:
@@ -227,9 +229,12 @@ class TetherSession:
                         return newest_first[::-1], version
             if offset == 0:
                 return newest_first[::-1], version
-            window *= 4
+            window = min(window * 4, _MAX_WINDOW)
             start = max(0, offset - window)
-            older = await self.store.load(self.owner, self.session_id, since=start)
+            try:
+                older = await self.store.load(self.owner, self.session_id, since=start)
+            except NotFound:  # deleted while it was read
+                return [], -1
             messages, offset = older.messages[: offset - start], start
 
     def _encode(self, message: Message, seq: int) -> list[Item]:
