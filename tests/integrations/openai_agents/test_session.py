@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, SQLiteSession
+from agents import Agent, Runner, RunState, SQLiteSession, function_tool
 from agents.memory import Session, SessionSettings
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from openai.types.responses import ResponseFunctionToolCall
@@ -92,6 +92,50 @@ async def test_streamed_runs_keep_the_same_items(store: Store) -> None:
     expected, reference_model = await _reference(two_turns(), ["Weather in Paris?", "Thanks!"])
     assert _json(await session.get_items()) == _json(expected)
     assert model.received == reference_model.received
+
+
+@function_tool(needs_approval=True)
+def wire_money(amount: int) -> str:
+    """Send money (needs a person's approval)."""
+    return f"sent {amount}"
+
+
+async def test_an_approved_run_resumes_on_another_store_instance(stores: Stores) -> None:
+    """A run pauses for approval; its state is serialized; later, another store instance (another
+    server) resumes it with a new session object on the same conversation."""
+
+    def script() -> list[list[Any]]:
+        transfer = ResponseFunctionToolCall(
+            id="fc_w",
+            call_id="call_w",
+            name="wire_money",
+            arguments='{"amount":5}',
+            type="function_call",
+            status="completed",
+        )
+        return [[transfer], [message("Sent.", "msg_w")]]
+
+    async def go(first: Session, second: Session, model: Scripted) -> Any:
+        bank = Agent(name="bank", instructions="Careful.", model=model, tools=[wire_money])
+        paused = await Runner.run(bank, "Send 5", session=first)
+        [approval] = paused.interruptions
+        state = await RunState.from_string(bank, paused.to_state().to_string())
+        state.approve(approval)
+        return await Runner.run(bank, state, session=second)
+
+    model, reference_model = Scripted(script()), Scripted(script())
+    done = await go(
+        TetherSession("conv", stores.open(), owner=OWNER),
+        TetherSession("conv", stores.open(), owner=OWNER),
+        model,
+    )
+    assert done.final_output == "Sent."
+    reference = SQLiteSession("reference")
+    await go(reference, reference, reference_model)
+    items = await TetherSession("conv", stores.open(), owner=OWNER).get_items()
+    assert _json(items) == _json(await reference.get_items())
+    assert model.received == reference_model.received
+    assert items[2] == {"type": "function_call_output", "call_id": "call_w", "output": "sent 5"}
 
 
 async def test_a_handoff_is_carried_like_a_tool_call(store: Store) -> None:
