@@ -97,8 +97,8 @@ def decode_items(items: object) -> tuple[list[Message], ConversionReport, list[o
     """Items from ``add_items`` → messages, the report, and the items as plain JSON values.
     Malformed items raise ``DecodeError`` with the JSON path of the offending element
     (``$[2].call_id``); nothing is written then."""
-    plain = _plain(items)
     try:
+        plain = _plain(items)
         messages, report = from_openai_agents(plain)
     except TypeError as exc:  # a Python value that is not JSON (a set, an object)
         raise DecodeError(f"session items must be JSON values: {exc}", path="$") from None
