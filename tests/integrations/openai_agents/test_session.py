@@ -13,6 +13,7 @@ from agents.memory import Session, SessionSettings
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from openai.types.responses import ResponseFunctionToolCall
 
+import tether
 from tether import ConflictError, Message, Reasoning, Text, ToolCall, ToolResult, UserError
 from tether.integrations.openai_agents import LOGGER_NAME, MARKER_PROVIDER, TetherSession, is_marker
 from tether.stores import Store
@@ -349,6 +350,30 @@ async def test_pop_gives_up_with_a_conflict_when_others_keep_writing(store: Stor
     contents = [i["content"] for i in await session.get_items()]
     assert contents[0] == "first"
     assert set(contents[1:]) == {"meanwhile"}
+
+
+async def test_a_tether_agent_continues_the_session_and_the_sdk_sees_its_turn(store: Store) -> None:
+    session = TetherSession("conv", store, owner=OWNER)
+    await run(session, Scripted(two_turns()[:2]), "Weather in Paris?")
+    await session.pop_item()  # the answer; its marker stays in the log
+    seen: list[list[Message]] = []
+
+    def reply(messages: list[Message], info: Any) -> Message:
+        seen.append(list(messages))
+        return tether.assistant("Still sunny.")
+
+    agent = tether.Agent(tether.FunctionModel(reply), instructions="Be brief.")
+    result = await agent.run("And tomorrow?", store=store, owner=OWNER, conversation_id="conv")
+    assert result.output == "Still sunny."
+    assert all(m.role != "system" for m in seen[0])  # markers never reach a model
+    assert seen[0][0].text == "Weather in Paris?"
+
+    items = await session.get_items()
+    assert items[-2:] == [
+        {"role": "user", "content": "And tomorrow?"},
+        {"role": "assistant", "content": "Still sunny."},
+    ]
+    assert len(items) == 6  # the SDK's four items left after the pop, then the agent's turn
 
 
 async def test_bad_arguments_are_user_errors(store: Store) -> None:
