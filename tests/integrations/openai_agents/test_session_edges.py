@@ -283,6 +283,54 @@ def test_without_the_sdk_the_import_names_the_extra() -> None:
     assert "pip install 'tether[openai-agents]'" in text
 
 
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
+KEYS = st.sampled_from(["type", "role", "content", "call_id", "name", "arguments", "output", "id", "summary"])
+VALUES = st.sampled_from(
+    [
+        "message",
+        "user",
+        "assistant",
+        "system",
+        "developer",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+    ]
+)
+ITEM = st.dictionaries(KEYS, VALUES | JSON, max_size=6) | JSON
+
+
+@settings(max_examples=150)
+@given(items=st.lists(ITEM, max_size=5))
+def test_arbitrary_items_give_a_typed_error_or_a_readable_session(items: list[Any]) -> None:
+    """Whatever a caller (or a compromised model) hands over: a DecodeError or UserError and
+    nothing written, or items stored that read back, pop and clear."""
+
+    async def go() -> None:
+        store = MemoryStore()
+        session = TetherSession("conv", store, owner=OWNER)
+        try:
+            await session.add_items(items)
+        except (DecodeError, UserError):
+            assert await store.conversations(OWNER) == []
+            return
+        every = await session.get_items()
+        assert await session.get_items(1) == every[-1:]
+        assert await session.pop_item() == (every[-1] if every else None)
+        await session.clear_session()
+        assert await session.get_items() == []
+
+    logging.getLogger(LOGGER_NAME).setLevel(logging.ERROR)  # the losses are expected here
+    try:
+        asyncio.run(go())
+    finally:
+        logging.getLogger(LOGGER_NAME).setLevel(logging.NOTSET)
+
+
 # -- random operation sequences against the SDK's own session ------------------------------------
 
 
