@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, RunState, SQLiteSession, function_tool
+from agents import Agent, RunConfig, Runner, RunState, SQLiteSession, function_tool
 from agents.memory import Session, SessionSettings
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from openai.types.responses import ResponseFunctionToolCall
@@ -210,6 +210,21 @@ async def test_get_items_with_a_limit(store: Store) -> None:
     for bad in (-1, True, 1.5, "2"):
         with pytest.raises(UserError, match="limit"):
             await session.get_items(bad)  # type: ignore[arg-type]
+
+
+async def test_a_run_config_limit_sends_only_the_latest_items(store: Store) -> None:
+    async def go(session: Session) -> Scripted:
+        model = Scripted([*two_turns()[:2], [message("Three.", "msg_3")]])
+        await run(session, model, "Weather in Paris?")
+        config = RunConfig(session_settings=SessionSettings(limit=2))
+        await Runner.run(agent(model), "Count", session=session, run_config=config)
+        return model
+
+    ours, theirs = await go(TetherSession("conv", store, owner=OWNER)), await go(SQLiteSession("reference"))
+    assert ours.received == theirs.received
+    # the last two items are the tool output and the answer; the SDK leaves out the output whose
+    # call is beyond the limit
+    assert [i.get("id", i.get("content")) for i in ours.received[-1]] == ["msg_1", "Count"]
 
 
 async def test_pop_item_appends_a_marker_and_the_runner_sees_the_rest(store: Store) -> None:
