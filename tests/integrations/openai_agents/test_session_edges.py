@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import SQLiteSession
+from agents import Runner, SQLiteSession
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +25,7 @@ from tether.integrations.openai_agents import _session as session_module
 from tether.stores import MemoryStore, SQLiteStore
 
 from .conftest import KEYRING
-from .scripted import Scripted, message, run, two_turns
+from .scripted import Scripted, agent, message, run, two_turns
 
 OWNER = "alice"
 CHILD = Path(__file__).with_name("_child.py")
@@ -94,6 +94,20 @@ async def test_the_cli_shows_the_session_with_its_markers(tmp_path: Path) -> Non
     assert messages[-1]["provider"] == "tether.session"
     assert messages[-1]["stopReason"] == "pop_item"
     assert messages[2]["parts"][0]["name"] == "weather"
+
+
+def test_run_sync_turns_share_a_sqlite_session(tmp_path: Path) -> None:
+    """``Runner.run_sync`` runs each turn in a loop of its own; the store serves both."""
+    store = SQLiteStore(tmp_path / "sync.db")
+    session = TetherSession("conv", store, owner=OWNER)
+    model = Scripted(two_turns())
+    assert (
+        Runner.run_sync(agent(model), "Weather in Paris?", session=session).final_output
+        == "It is sunny in Paris."
+    )
+    assert Runner.run_sync(agent(model), "Thanks!", session=session).final_output == "You are welcome."
+    assert len(model.received[-1]) == 6
+    asyncio.run(store.close())
 
 
 async def test_an_encrypted_store_keeps_no_plaintext(tmp_path: Path) -> None:
