@@ -12,17 +12,6 @@ Needs the ``openai-agents`` extra: importing this package without it raises ``Mi
 
 from __future__ import annotations
 
-import importlib
-
-from tether.errors import MissingExtra
-
-try:
-    importlib.import_module("agents")  # the SDK, checked before the session module imports it
-except ModuleNotFoundError as exc:
-    if exc.name is None or exc.name.partition(".")[0] != "agents":
-        raise  # the SDK is installed but one of its own dependencies is missing: not our extra
-    raise MissingExtra("the OpenAI Agents SDK session", "openai-agents", "openai-agents") from exc
-
 from tether.integrations.openai_agents._items import MARKER_PROVIDER, is_marker
 from tether.integrations.openai_agents._session import LOGGER_NAME, TetherSession
 

@@ -5,10 +5,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, cast
 
-from agents.memory import SessionSettings
-from agents.memory.session_settings import coerce_session_settings
+from tether.errors import ConflictError, MissingExtra, NotFound, UserError
 
-from tether.errors import ConflictError, NotFound, UserError
+try:
+    from agents.memory import SessionSettings
+    from agents.memory.session_settings import coerce_session_settings
+except ModuleNotFoundError as exc:
+    if exc.name is None or exc.name.partition(".")[0] != "agents":
+        raise  # the SDK is installed but one of its own dependencies is missing: not our extra
+    raise MissingExtra("the OpenAI Agents SDK session", "openai-agents", "openai-agents") from exc
+
 from tether.integrations.openai_agents._items import (
     Item,
     call_names,
