@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from tether.stores import SQLiteStore, Store
-from tether.stores._events import EventLog, LoggedEvent, RunRecord
-from tether.stores._events_sqlite import SQLiteEventLog
+from tether.stores import events as event_logs
+from tether.stores.events import EventLog, LoggedEvent, RunRecord, SQLiteEventLog
 
 from ._events import RunCanceledEvent, encode_event
 
@@ -76,11 +76,10 @@ async def open_run_log(
     *, db: str | None = None, postgres: str | None = None, schema: str | None = None
 ) -> AsyncGenerator[RunLog]:
     """The service database (SQLite file ``db`` or PostgreSQL ``postgres``) as a ``RunLog``."""
-    if postgres is not None:
-        store_module = importlib.import_module("tether.stores._postgres")
-        events_module = importlib.import_module("tether.stores._events_postgres")
-        store = cast(Store, store_module.PostgresStore(postgres, schema=schema))
-        events = cast(EventLog, events_module.PostgresEventLog(postgres, schema=schema))
+    if postgres is not None:  # the postgres extra loads here only (MissingExtra without it)
+        stores = importlib.import_module("tether.stores")
+        store = cast(Store, stores.PostgresStore(postgres, schema=schema))
+        events = cast(EventLog, event_logs.PostgresEventLog(postgres, schema=schema))
     else:
         assert db is not None
         store, events = SQLiteStore(db), SQLiteEventLog(db)
