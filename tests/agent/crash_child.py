@@ -135,6 +135,9 @@ def _open(spec: str, point: str, first: bool) -> Store:
             version: int = await super().append(owner, cid, messages, **kw)
             if first and turn and point == "after_turn_stored":
                 await _stop_here(point)
+            answer = any(m.role == "assistant" and not m.tool_calls for m in messages)
+            if first and answer and point == "after_answer_stored":
+                await _stop_here(point)  # the run is stored to its end; its caller never heard
             return version
 
     if kind == "sqlite":

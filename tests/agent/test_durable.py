@@ -185,3 +185,18 @@ async def test_an_interrupted_idempotent_tool_of_a_durable_run_runs_again(
     assert outcome["output"] == "done: found rome"
     assert _lines(tmp_path, "effects") == {"lookup": 2}
     assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
+
+
+async def test_a_run_stored_to_its_end_is_not_requested_again(setup: Setup, tmp_path: Path) -> None:
+    # killed after the answer was stored, before DBOS recorded the outcome: the recovered
+    # execution finds the answer in the store and asks the model nothing
+    cid, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    _kill_at(setup, cid, run_id, "after_answer_stored", tmp_path)
+    outcome = _recover(setup, cid, run_id, tmp_path)
+    assert outcome["status"] == "completed"
+    assert outcome["output"] == "done: booked 2 / found rome"
+    assert outcome["requests"] == 0
+    assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
+    assert _lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
+    assert await _roles(setup.store, cid) == ["user", "assistant", "tool", "assistant"]
+
