@@ -199,4 +199,3 @@ async def test_a_run_stored_to_its_end_is_not_requested_again(setup: Setup, tmp_
     assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
     assert _lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
     assert await _roles(setup.store, cid) == ["user", "assistant", "tool", "assistant"]
-
