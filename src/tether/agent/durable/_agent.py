@@ -54,13 +54,9 @@ class _Progress:
 
 
 def _progress(messages: Sequence[Message], version: int, run_id: str) -> _Progress:
-    """What the store says about ``run_id``: walks back over the run's own messages only."""
-    started = False
-    for m in reversed(messages):
-        if m.run_id == run_id:
-            started = True
-        elif m.run_id is not None or started:
-            break
+    """What the store says about ``run_id`` (the log is loaded anyway: one pass over it, so a
+    run whose conversation another writer appended to since is still recognized)."""
+    started = any(m.run_id == run_id for m in messages)
     last = messages[-1] if messages else None
     finished = None
     if started and last is not None and last.run_id == run_id:
