@@ -174,8 +174,18 @@ def serve(
         str,
         typer.Option("--notify", help="PostgreSQL live events: listen (LISTEN/NOTIFY) or poll.", hidden=True),
     ] = "listen",
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            "--drain-timeout",
+            help="On stop (SIGTERM, Ctrl-C): seconds runs still going may take to finish before they "
+            "are closed as interrupted.",
+            min=0,
+        ),
+    ] = 0.0,
 ) -> None:
-    """Start the service (Ctrl-C stops it; runs still going are closed as interrupted)."""
+    """Start the service (Ctrl-C stops it; runs still going after --drain-timeout are closed as
+    interrupted)."""
     if ctx.invoked_subcommand is not None:
         return
     try:
@@ -203,6 +213,7 @@ def serve(
             ping_interval=ping_interval,
             max_open_streams=max_open_streams,
             compaction=compaction,
+            drain_timeout=drain_timeout,
         )
         loaded = load_model(model) if workers == 1 else None
         if workers > 1:

@@ -173,7 +173,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
             try:
                 yield
             finally:
-                await state.manager.close()
+                await state.manager.close(drain=config.drain_timeout)
         finally:
             await events.close()
             await store.close()

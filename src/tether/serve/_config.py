@@ -49,6 +49,8 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_open_streams: int = 32
     compaction: bool = True
     notify: str = "listen"
+    drain_timeout: float = 0.0
+    """Seconds a stopping process lets its runs finish (new connections are refused meanwhile)."""
 
     def __post_init__(self) -> None:
         if (self.db is None) == (self.postgres is None):

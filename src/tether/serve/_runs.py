@@ -209,6 +209,8 @@ class RunManager:
         self._streams: dict[str, RunStream[Any]] = {}
         self._reasons: dict[str, str] = {}
         self._loop_task: asyncio.Task[None] | None = None
+        self.draining = False
+        """The process is stopping: it starts no new run (a drain lets the running ones finish)."""
 
     # -- life cycle -------------------------------------------------------------------------------
     async def open(self) -> None:
@@ -217,8 +219,13 @@ class RunManager:
         await self.recover()
         self._loop_task = asyncio.create_task(self._background(), name="tether-serve-heartbeat")
 
-    async def close(self, timeout: float = 10.0) -> None:
-        """Stop: runs still going are interrupted (their partial is stored), then unregister."""
+    async def close(self, timeout: float = 10.0, *, drain: float = 0.0) -> None:
+        """Stop: runs get ``drain`` seconds to finish (this process keeps heartbeating and refuses
+        new runs meanwhile); runs still going are interrupted (their partial is stored), then
+        unregister."""
+        self.draining = True
+        if drain > 0 and self._tasks:
+            await asyncio.wait(list(self._tasks.values()), timeout=drain)
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -263,6 +270,8 @@ class RunManager:
         """Start a run on a conversation of ``caller``; returns at once. ``NotFound`` for a
         conversation that is absent or another owner's; ``ConflictError`` when it has an active run.
         ``extra_tools`` are added to the agent's for this run (a client's external tools)."""
+        if self.draining:
+            raise ApiError(503, "this server is stopping: start the run again (another server takes it)")
         await self.store.info(caller.owner, conversation_id)
         if self.max_active_runs and await self.events.active_count(caller.owner) >= self.max_active_runs:
             raise ApiError(
@@ -429,6 +438,8 @@ class RunManager:
     ) -> RunRecord:
         """Check ``body`` against the stored pause and resume the run (once). ``extra_tools`` as
         for ``start`` (the client's external tools the pause waits on must be among them)."""
+        if self.draining:
+            raise ApiError(503, "this server is stopping: send the decisions again (another takes them)")
         record = await self.events.get_run(caller.owner, run_id)
         if record.status != "paused" or record.pause is None:
             raise ApiError(409, f"run {run_id!r} is {record.status}: it has no pending calls to decide")
