@@ -39,6 +39,11 @@ def _needs(name: str) -> tuple[str, ...]:
     return ()
 
 
+def _honours_smoke(name: str) -> bool:
+    """Whether the module reads ``--smoke`` at all (one that does not would run at full size)."""
+    return "--smoke" in (BENCH / f"{name}.py").read_text()
+
+
 def _table(output: str) -> bool:
     """A header line, then a row of several numbers or several rows of one (a column)."""
     rows = [_NUMBER.findall(line) for line in output.splitlines()[1:] if line.strip()]
@@ -54,7 +59,7 @@ def runs() -> dict[str, subprocess.CompletedProcess[str]]:
     children: dict[str, subprocess.Popen[str]] = {}
     for name in MODULES:
         missing = [n for n in _needs(name) if importlib.util.find_spec(n) is None]
-        if missing:
+        if missing or not _honours_smoke(name):
             continue
         children[name] = subprocess.Popen(
             [sys.executable, "-m", f"bench.{name}", "--smoke"],
@@ -95,6 +100,7 @@ def test_benchmark_runs_in_smoke_mode(name: str, runs: dict[str, subprocess.Comp
         if os.environ.get("CI"):
             pytest.fail(f"bench.{name} needs {', '.join(missing)}: CI must run every benchmark")
         pytest.skip(f"bench.{name} needs {', '.join(missing)}")
+    assert _honours_smoke(name), f"bench/{name}.py does not take --smoke: give it a smoke mode"
     result = runs[name]
     assert result.returncode == 0, f"bench.{name} --smoke failed:\n{result.stdout}\n{result.stderr[-3000:]}"
     assert _table(result.stdout), f"bench.{name} --smoke printed no table:\n{result.stdout}"
