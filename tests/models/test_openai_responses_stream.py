@@ -1,6 +1,7 @@
 """OpenAI Responses streams: the deltas add up to the final message's parts, at its part indexes,
 for every event order the Responses API allows: output items one after another (``output_index``
-ascending, each between its ``response.output_item.added`` and ``.done``), a reasoning item's
+ascending, each between its ``response.output_item.added`` and ``.done``; provider-native items
+may stay open across later ones, or never finish), a reasoning item's
 summary parts then its raw reasoning text (``response.reasoning_text.delta``, which
 OpenAI-compatible servers stream for open-weight models), a message's output text and refusal
 parts, function calls, provider-native items with no tether part; with or without the optional
@@ -283,9 +284,24 @@ def streams(draw: st.DrawFn) -> tuple[list[Event], Event]:
         events.append({"type": "response.output_item.added", "output_index": oi, "item": _skeleton(item)})
         events += inner
         events.append({"type": "response.output_item.done", "output_index": oi, "item": item})
+    for oi, kind in enumerate(kinds):
+        # a provider-native item (an MCP tool listing, a web search) may stay open while later
+        # items stream, and finish late or never say so (recorded OpenAI traffic does both)
+        if kind == "native":
+            done = next(
+                e for e in events if e["type"] == "response.output_item.done" and e["output_index"] == oi
+            )
+            events.remove(done)
+            later = draw(st.integers(events.index(_added(events, oi)) + 1, len(events)))
+            if draw(st.booleans()):
+                events.insert(later, done)
     body = {"id": "resp_1", "model": "m", "status": "completed", "output": output}
     events.append({"type": "response.completed", "response": body})
     return events, body
+
+
+def _added(events: list[Event], oi: int) -> Event:
+    return next(e for e in events if e["type"] == "response.output_item.added" and e["output_index"] == oi)
 
 
 @given(streams())

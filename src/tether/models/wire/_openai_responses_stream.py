@@ -1,8 +1,9 @@
 """OpenAI Responses streaming: events to deltas and the final ``ModelResponse``.
 
 A delta's ``index`` is the index of its part in the final message, whatever the order of the
-events the Responses API allows: output items stream one after another (``output_index``
-ascending); a reasoning item gives one part per summary entry and then one per raw reasoning
+events the Responses API allows: message, reasoning and call items stream one after another
+(``output_index`` ascending; provider-native items, which give no part, may stay open across
+them); a reasoning item gives one part per summary entry and then one per raw reasoning
 entry (``response.reasoning_text.delta``, streamed by OpenAI-compatible servers for open-weight
 models), or one empty part; a message gives one part per output text or refusal; a function call
 one part; a provider-native item none. So the part index of an entry is the number of parts of
