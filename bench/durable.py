@@ -3,6 +3,7 @@ durability costs per step and per run, on SQLite and PostgreSQL.
 
     python -m bench.durable            # full (10 kills per store)
     python -m bench.durable --quick    # 4 kills per store, fewer runs
+    python -m bench.durable --smoke    # one kill per store, 2 runs per cell: that it runs (CI)
 
 Recovery: a ``DurableAgent`` run (scripted model, one tool step) is killed with SIGKILL while its
 second model request is in flight; then, on SQLite, the same executor starts again (a new process:
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+SMOKE_NEEDS = ("dbos", "psycopg")
 PG_DSN = os.environ.get("TETHER_BENCH_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 STEPS = 10
 HERE = Path(__file__).resolve().parent.parent
@@ -210,8 +212,8 @@ async def throughput(kind: str, mode: str, runs: int) -> dict[str, float]:
     return {"runs_s": runs / elapsed, "steps_s": runs * (STEPS + 1) / elapsed}
 
 
-def main(quick: bool) -> None:
-    kills, runs = (4, 20) if quick else (10, 60)
+def main(quick: bool, smoke: bool = False) -> None:
+    kills, runs = (1, 2) if smoke else (4, 20) if quick else (10, 60)
     print(f"recovery: SIGKILL during a model request -> the continued run's first request ({kills} kills)")
     print(f"{'store':<10} {'p50 s':>8} {'p99 s':>8}")
     for kind in ("sqlite", "postgres"):
@@ -236,4 +238,4 @@ if __name__ == "__main__":
         kind_, mode_, runs_ = cell.split(":")
         print(json.dumps(asyncio.run(throughput(kind_, mode_, int(runs_)))))
     else:
-        main("--quick" in sys.argv)
+        main("--quick" in sys.argv, "--smoke" in sys.argv)
