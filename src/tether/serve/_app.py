@@ -26,7 +26,7 @@ from tether.stores._events import EventLog
 from tether.stores._events_sqlite import SQLiteEventLog
 from tether.stores._users import UserStore
 
-from . import _routes_agui, _routes_conversations, _routes_runs
+from . import _routes_agui, _routes_conversations, _routes_runs, aisdk
 from ._api import Api, Call, json_response, read_json
 from ._auth import Authenticator
 from ._config import ServeConfig
@@ -63,6 +63,7 @@ API = Api()
 _routes_conversations.register(API)
 _routes_runs.register(API)
 _routes_agui.register(API)
+aisdk.register(API)  # the AI SDK's chat stream (docs/ai-sdk.md)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
