@@ -124,9 +124,11 @@ async function run() {
     }
     case 'chat': {
       // useChat's flow: send the text; answer approval requests; the chat sends the answers itself
-      const { lastAssistantMessageIsCompleteWithApprovalResponses } = ai;
+      const { lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls } = ai;
       const { chat, state, finished, errors } = newChat({
-        sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+        sendAutomaticallyWhen: options =>
+          lastAssistantMessageIsCompleteWithApprovalResponses(options) ||
+          lastAssistantMessageIsCompleteWithToolCalls(options),
       });
       await chat.sendMessage({ text: input.text });
       const asked = [];
@@ -139,6 +141,17 @@ async function run() {
           await chat.addToolApprovalResponse({ id: p.approval.id, approved: answer.approved, reason: answer.reason });
         }
         await until(() => finished.length > before && chat.status !== 'submitted' && chat.status !== 'streaming', 'the answer to be sent');
+      }
+      for (const answer of input.outputs ?? []) {
+        // the page runs the tool itself (a tool without execute) and adds its output
+        const last = state.messages[state.messages.length - 1];
+        const pending = last.parts.filter(p => p.type.startsWith('tool-') && p.state === 'input-available');
+        asked.push(pending.map(p => ({ type: p.type, toolCallId: p.toolCallId, input: p.input })));
+        const before = finished.length;
+        for (const p of pending) {
+          await chat.addToolOutput({ tool: p.type.slice(5), toolCallId: p.toolCallId, output: answer.output });
+        }
+        await until(() => finished.length > before && chat.status !== 'submitted' && chat.status !== 'streaming', 'the output to be sent');
       }
       return { messages: state.messages, status: chat.status, finished, errors, asked };
     }

@@ -74,6 +74,16 @@ def lookup(q: str) -> str:
     return f"found {q}"
 
 
+def pick_color() -> str:
+    """Ask the user to pick a color (the page answers: never called here)."""
+    raise AssertionError("an external tool runs in the client")
+
+
 def tools() -> list[Tool[Any]]:
-    """``lookup`` takes a query; ``delete_files`` needs a person's approval."""
-    return [function_tool(lookup), function_tool(requires_approval=True)(delete_files)]
+    """``lookup`` takes a query; ``delete_files`` needs a person's approval; ``pick_color`` is
+    answered by the page (an external tool: the AI SDK's tool without ``execute``)."""
+    return [
+        function_tool(lookup),
+        function_tool(requires_approval=True)(delete_files),
+        function_tool(external=True)(pick_color),
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -249,6 +250,21 @@ def test_a_denied_approval_never_runs_the_tool(thinker: tuple[Node, httpx.Client
     assert effects.read_text() == ""
 
 
+def test_a_tool_the_page_runs_is_answered_with_add_tool_output(thinker: tuple[Node, httpx.Client]) -> None:
+    node, client = thinker
+    got = node("chat", chatId="chat-11", text="use tool pick_color", outputs=[{"output": {"color": "teal"}}])
+    (asked,) = got["asked"]
+    assert [a["type"] for a in asked] == ["tool-pick_color"]
+    assert got["errors"] == []
+    message = got["messages"][-1]
+    tool = next(p for p in message["parts"] if p["type"] == "tool-pick_color")
+    assert tool["state"] == "output-available"
+    assert tool["output"] == '{"color":"teal"}'  # the result the run received, as tether stores it
+    assert text_of(message).endswith(EXPECTED)
+    stored = client.get("/v1/conversations/chat-11").json()["messages"]
+    assert stored[2]["parts"][0]["content"][0]["text"] == '{"color":"teal"}'
+
+
 def test_a_reload_during_a_pause_shows_the_pending_approval(thinker: tuple[Node, httpx.Client]) -> None:
     node, client = thinker
     paused = node("send", chatId="chat-9", messages=[user("use tool delete_files")])
@@ -378,3 +394,28 @@ def test_requests_that_cannot_run_are_refused_before_the_stream(
     assert r.status_code == status, r.text
     assert words in r.json()["error"]["message"]
     assert client.get("/v1/conversations").json()["conversations"] == []
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "ai-sdk.md"
+JS_BLOCK = re.compile(r"(?:<!-- not-run: (?P<why>[^>]*) -->\s*\n)?```js\n(?P<code>.*?)```", re.S)
+
+
+def test_the_examples_of_docs_ai_sdk_run(thinker: tuple[Node, httpx.Client], tmp_path: Path) -> None:
+    node, client = thinker
+    blocks = [m["code"] for m in JS_BLOCK.finditer(DOC.read_text()) if not m["why"]]
+    assert blocks
+    (tmp_path / "node_modules").symlink_to(node.cache / "node_modules")  # import 'ai' resolves here
+    for i, code in enumerate(blocks):
+        script = tmp_path / f"example-{i}.mjs"
+        script.write_text(code)
+        proc = subprocess.run(
+            ["node", str(script)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "TETHER_URL": node.server.url, "TETHER_TOKEN": str(node.token)},
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == [EXPECTED, "true"]
+    assert client.get("/v1/conversations/ai-sdk-demo").json()["messages"][-1]["parts"][-1]["text"] == EXPECTED

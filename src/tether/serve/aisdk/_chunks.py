@@ -80,12 +80,13 @@ class Translator:
     def __init__(self, run_id: str, conversation_id: str) -> None:
         self.run_id = run_id
         self.conversation_id = conversation_id
-        self.step = 0  # the model request being translated
+        self.epoch = 0  # how many times the run was resumed: a resumed run counts its steps anew
+        self.step: tuple[int, int] = (0, 0)  # (epoch, model request) being translated
         self.deltas = False  # deltas of self.step were seen
         self.in_step = False
         self.text: str | None = None  # the open text part
         self.reasoning: str | None = None  # the open reasoning part
-        self.streamed: set[tuple[int, int]] = set()
+        self.streamed: set[tuple[int, int, int]] = set()  # (epoch, step, part index) streamed
         self.results: set[str] = set()  # call ids of this step's outputs sent
         self.approvals: dict[str, str] = {}  # call id → approval id of the current pause
         self.denied: set[str] = set()
@@ -98,7 +99,8 @@ class Translator:
         return {"tether": {"conversationId": self.conversation_id, "runId": self.run_id, **extra}}
 
     def _part_id(self, index: int) -> str:
-        return f"{self.run_id}.{self.step}.{index}"
+        epoch, step = self.step
+        return f"{self.run_id}.{epoch}.{step}.{index}"
 
     def _close_parts(self) -> Iterator[Json]:
         if self.text is not None:
@@ -121,12 +123,12 @@ class Translator:
 
     def _enter(self, step: int) -> Iterator[Json]:
         """Deltas of model request ``step``: a new step closes the previous one."""
-        if step != self.step or not self.in_step:
-            if step != self.step:
-                yield from self.close_step()
-                self.step = step
-                self.results.clear()
-            yield from self._open_step()
+        key = (self.epoch, step)
+        if key != self.step:
+            yield from self.close_step()
+            self.step = key
+            self.results.clear()
+        yield from self._open_step()
         self.deltas = True
 
     def feed(self, data: bytes) -> list[Json]:
@@ -143,7 +145,7 @@ class Translator:
                 yield from self._close_parts()
                 yield {"type": f"{kind}-start", "id": pid}
                 setattr(self, kind, pid)
-                self.streamed.add((event.step, event.index))
+                self.streamed.add((self.step[0], self.step[1], event.index))
             if event.text:
                 yield {"type": f"{kind}-delta", "id": pid, "delta": event.text}
         elif isinstance(event, MessageCompletedEvent):
@@ -162,6 +164,7 @@ class Translator:
                 yield {"type": "tool-approval-request", "approvalId": aid, "toolCallId": call_id}
             self.paused = event
         elif isinstance(event, RunResumedEvent):
+            self.epoch += 1
             for call_id, decision in event.decisions.items():
                 aid = self.approvals.get(call_id)
                 if aid is not None and decision in ("approve", "deny"):
@@ -212,14 +215,15 @@ class Translator:
         self.stop_reason = message.stop_reason
         if not self.deltas:  # a message that was not streamed: the next request's
             yield from self.close_step()
-            self.step += 1
+            epoch, step = self.step
+            self.step = (self.epoch, step + 1 if epoch == self.epoch else 1)
             self.results.clear()
         yield from self._open_step()
         yield from self._close_parts()
         self.deltas = False
         for index, part in enumerate(message.parts):
             pid = self._part_id(index)
-            sent = (self.step, index) in self.streamed
+            sent = (self.step[0], self.step[1], index) in self.streamed
             if isinstance(part, Text | Reasoning) and not sent and part.text:
                 kind = "text" if isinstance(part, Text) else "reasoning"
                 yield {"type": f"{kind}-start", "id": pid}
