@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -59,7 +60,14 @@ class Thinker(SlowWords):
 
 
 def thinker() -> Thinker:
-    return Thinker(words=WORDS, delay=0.05)
+    """``TETHER_TEST_AISDK_DELAY``: seconds between words (a test that reloads mid-answer sets a
+    long one, so a loaded machine cannot finish the answer before the reload)."""
+    return Thinker(words=WORDS, delay=float(os.environ.get("TETHER_TEST_AISDK_DELAY", "0.05")))
+
+
+def long_thinker() -> Thinker:
+    """An answer that streams for about 30 seconds (a stream that stays open)."""
+    return Thinker(words=600, delay=0.05)
 
 
 def broken() -> FunctionModel:

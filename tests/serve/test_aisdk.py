@@ -106,6 +106,17 @@ def thinker(
         yield Node(ai_sdk, server, token), client
 
 
+@pytest.fixture
+def slow(
+    ai_sdk: Path, sqlite_db: Database, servers: Callable[..., Server]
+) -> Iterator[tuple[Node, httpx.Client]]:
+    """As ``thinker``, answering a word every 0.2 s (6 s in all): a reload comes mid-answer."""
+    token = add_user(sqlite_db, "alice")
+    server = servers(sqlite_db, model=THINKER, tools=TOOLS, extra_env={"TETHER_TEST_AISDK_DELAY": "0.2"})
+    with server.client(token) as client:
+        yield Node(ai_sdk, server, token), client
+
+
 def test_a_turn_assembles_into_reasoning_tool_and_text_parts(thinker: tuple[Node, httpx.Client]) -> None:
     node, client = thinker
     got = node("send", chatId="chat-1", messages=[user("look up the weather")])
@@ -157,8 +168,8 @@ def test_the_next_turn_of_a_chat_uses_the_servers_history(thinker: tuple[Node, h
     assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
 
 
-def test_a_dropped_connection_is_resumed_without_gaps_or_repeats(thinker: tuple[Node, httpx.Client]) -> None:
-    node, client = thinker
+def test_a_dropped_connection_is_resumed_without_gaps_or_repeats(slow: tuple[Node, httpx.Client]) -> None:
+    node, client = slow
     got = node("drop-and-resume", chatId="chat-3", text="tell me", drop={"type": "text-delta", "count": 5})
     partial = got["partial"][-1]
     assert got["statusAfterDrop"] == "error"  # the drop was seen as a network error
@@ -174,9 +185,9 @@ def test_a_dropped_connection_is_resumed_without_gaps_or_repeats(thinker: tuple[
 
 
 def test_a_reload_reattaches_to_the_running_turn_and_an_ended_one_is_204(
-    thinker: tuple[Node, httpx.Client],
+    slow: tuple[Node, httpx.Client],
 ) -> None:
-    node, client = thinker
+    node, client = slow
     assert node("reconnect", chatId="never-used") == {"none": True}
     r = client.post("/v1/aisdk/chat", json={"id": "chat-4", "messages": [user("hi")]})
     assert r.status_code == 200
@@ -281,6 +292,34 @@ def test_a_reload_during_a_pause_shows_the_pending_approval(thinker: tuple[Node,
     assert "answer its pending call" in refused["error"]
     run = client.get(f"/v1/runs/{paused['message']['id']}").json()
     assert run["status"] == "paused"
+
+
+def test_a_reload_after_an_approval_replays_the_whole_turn_once(slow: tuple[Node, httpx.Client]) -> None:
+    node, client = slow
+    paused = node("send", chatId="chat-12", messages=[user("use tool delete_files")])
+    message = paused["message"]
+    (tool,) = [p for p in message["parts"] if p["type"] == "tool-delete_files"]
+    answered = {
+        **message,
+        "parts": [
+            p
+            if p is not tool
+            else {**tool, "state": "approval-responded", "approval": {**tool["approval"], "approved": True}}
+            for p in message["parts"]
+        ],
+    }
+    body = {"id": "chat-12", "messages": [user("use tool delete_files"), answered]}
+    with client.stream("POST", "/v1/aisdk/chat", json=body) as r:  # the page goes away at once
+        assert r.status_code == 200
+    again = node("reconnect", chatId="chat-12")  # the reload, while the turn goes on
+    replayed = again["message"]
+    assert replayed["id"] == message["id"]
+    (done,) = [p for p in replayed["parts"] if p["type"] == "tool-delete_files"]
+    assert done["state"] == "output-available"
+    assert done["approval"] == {"id": tool["approval"]["id"], "approved": True}
+    assert text_of(replayed) == "The tool said so. " + EXPECTED
+    assert [p["type"] for p in replayed["parts"]].count("step-start") == 2
+    assert again["chunks"][-1]["messageMetadata"]["tether"]["status"] == "completed"
 
 
 def test_chats_belong_to_their_owner(
