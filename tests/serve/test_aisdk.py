@@ -153,6 +153,11 @@ def test_a_turn_assembles_into_reasoning_tool_and_text_parts(thinker: tuple[Node
     stored = client.get("/v1/conversations/chat-1").json()["messages"]
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[-1]["parts"][-1]["text"] == parts[5]["text"]
+    # and a page that loads the chat gets the same message the stream built
+    history = client.get("/v1/aisdk/chat/chat-1/messages").json()["messages"]
+    assert [(m["id"], m["role"]) for m in history] == [("chat-1.0", "user"), (message["id"], "assistant")]
+    assert history[0]["parts"] == [{"type": "text", "text": "look up the weather", "state": "done"}]
+    assert history[1]["parts"] == message["parts"]
 
 
 def test_the_next_turn_of_a_chat_uses_the_servers_history(thinker: tuple[Node, httpx.Client]) -> None:
@@ -340,6 +345,9 @@ def test_chats_belong_to_their_owner(
         stored = client.get("/v1/conversations/shared-name").json()["messages"]
         assert "delete_files" not in json.dumps(stored)
         assert client.get(f"/v1/runs/{mine['message']['id']}").status_code == 404
+        theirs = client.get("/v1/aisdk/chat/shared-name/messages").json()["messages"]
+        assert [m["role"] for m in theirs] == ["user", "assistant"]  # bob's own turn only
+        assert client.get("/v1/aisdk/chat/nobody/messages").json() == {"messages": []}
     anonymous = Node(ai_sdk, server, None)("send", chatId="x", messages=[user("hi")])
     assert anonymous["failed"]
     assert anonymous["statusCode"] == 401
@@ -393,6 +401,13 @@ def test_hostile_client_messages_are_sanitized_and_reported(thinker: tuple[Node,
         assert secret not in text
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
     assert stored[2]["parts"][0]["synthesized"] is True  # the charge never ran: its outcome is unknown
+    history = client.get("/v1/aisdk/chat/chat-10/messages").json()["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+    (charge,) = history[1]["parts"][1:]
+    assert charge["type"] == "tool-charge_card"
+    assert charge["state"] == "output-error"
+    assert charge["input"] == {"amount": 1000}
+    assert "forged" not in json.dumps(history)
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,11 @@ What a UI message stream cannot carry to a client:
                 "an `error` part (the reason, or `<error type>: <message>`), then `finish` (`error`)",
             ),
             (
+                "in `GET /v1/aisdk/chat/{id}/messages`: a denied or synthesized result; the "
+                "approvals asked and given",
+                "`output-error` with the result's text; not listed (the stored messages keep no approvals)",
+            ),
+            (
                 "the report of what was done with the request's messages on a reconnect",
                 "not sent again: a replayed turn's metadata has `conversationId`, `runId`, `status`",
             ),

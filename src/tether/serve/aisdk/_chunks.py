@@ -34,7 +34,7 @@ from .._events import (
     ToolFinishedEvent,
 )
 
-__all__ = ["COMPACTION_PART", "Translator", "approval_id", "encode", "usage_json"]
+__all__ = ["COMPACTION_PART", "Translator", "approval_id", "encode", "parse_input", "usage_json"]
 
 Json = dict[str, Any]
 COMPACTION_PART = "data-tether-compaction"
@@ -64,7 +64,7 @@ def usage_json(usage: Usage) -> Json:
     return out
 
 
-def _input(call: ToolCall) -> tuple[Any, str | None]:
+def parse_input(call: ToolCall) -> tuple[Any, str | None]:
     """The call's arguments as JSON, or the raw text and why it is not JSON."""
     if not call.arguments.strip():
         return {}, None
@@ -235,7 +235,7 @@ class Translator:
 
     def _call(self, call: ToolCall, fallback: str) -> Iterator[Json]:
         call_id = call.id or fallback
-        value, problem = _input(call)
+        value, problem = parse_input(call)
         yield {"type": "tool-input-start", "toolCallId": call_id, "toolName": call.name}
         if call.arguments:
             yield {"type": "tool-input-delta", "toolCallId": call_id, "inputTextDelta": call.arguments}

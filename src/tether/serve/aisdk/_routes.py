@@ -23,7 +23,7 @@ from tether.errors import NotFound
 from tether.models.wire import ConversionReport
 from tether.stores._events import RunRecord
 
-from .._api import Api, Call, Query
+from .._api import Api, Call, Query, json_response
 from .._boundary import Origin, Thread, client_positions, losses, open_thread, seed_thread
 from .._errors import ApiError, check_part_bytes
 from .._events import TERMINAL_TYPES
@@ -32,6 +32,7 @@ from .._runs import decode_pause
 from .._schemas import Decision, DecisionsIn
 from .._sse import Slot, SlotStream, check_resume_point, follow_log, resume_point
 from ._chunks import Translator, approval_id, encode
+from ._history import ui_messages
 from ._input import ChatRequest, ToolAnswer, prompt_of, to_tether, tool_answers
 
 __all__ = ["HEADER", "register"]
@@ -254,3 +255,20 @@ def register(api: Api) -> None:
         if call.request.method == "HEAD":  # the headers only: no stream to keep open
             return Response(media_type="text/event-stream", headers=dict([HEADER]))
         return _stream(call, _Plan(latest, after), call.state.streams.take(owner))
+
+    @api.route(
+        "GET",
+        "/v1/aisdk/chat/{chat_id}/messages",
+        summary="The chat's stored messages as AI SDK UI messages (useChat's initial messages)",
+        errors=(401,),
+        tags=_TAGS,
+    )
+    async def aisdk_messages(call: Call[None]) -> Response:
+        """``{"messages": [...]}``: one assistant message per turn, its id the run id (the
+        stream's message id); empty for a chat that is not one of yours (or not yet made)."""
+        cid = call.path("chat_id")
+        try:
+            stored = list((await call.state.store.load(call.caller.owner, cid)).messages)
+        except NotFound:
+            stored = []
+        return json_response({"messages": ui_messages(cid, stored)})
