@@ -14,7 +14,7 @@ from tether.errors import NotFound
 from tether.history import CallRef, SanitizeReport, UnsafePart, sanitize_history
 from tether.messages import Message, ToolResult
 from tether.models.wire import ConversionReport
-from tether.stores._events import RunRecord
+from tether.stores.events import RunRecord
 
 from ._errors import ApiError
 from ._state import ServeState

@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from tether.errors import NotFound
 from tether.models.wire import ConversionReport
-from tether.stores._events import RunRecord
+from tether.stores.events import RunRecord
 
 from .._api import Api, Call, Query, json_response
 from .._boundary import Origin, Thread, client_positions, losses, open_thread, seed_thread
