@@ -11,13 +11,21 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import msgspec
+
 from tether.messages import Document, Image, Message, Reasoning, Text, ToolCall, ToolResult
 
 from ._chunks import parse_input
 
-__all__ = ["ui_messages"]
+__all__ = ["ChatMessages", "ui_messages"]
 
 Json = dict[str, Any]
+
+
+class ChatMessages(msgspec.Struct, frozen=True):
+    """``GET /v1/aisdk/chat/{chat_id}/messages``: the chat as AI SDK UI messages."""
+
+    messages: list[dict[str, Any]]
 
 
 def _file(part: Image | Document) -> Json:

@@ -32,7 +32,7 @@ from .._runs import decode_pause
 from .._schemas import Decision, DecisionsIn
 from .._sse import Slot, SlotStream, check_resume_point, follow_log, resume_point
 from ._chunks import Translator, approval_id, encode
-from ._history import ui_messages
+from ._history import ChatMessages, ui_messages
 from ._input import ChatRequest, ToolAnswer, prompt_of, to_tether, tool_answers
 
 __all__ = ["HEADER", "register"]
@@ -235,7 +235,7 @@ def register(api: Api) -> None:
         "/v1/aisdk/chat/{chat_id}/stream",
         summary="Re-attach to the chat's running or paused turn (204: none)",
         headers=(_LAST_EVENT_ID,),
-        errors=(400, 401, 429),
+        errors=(204, 400, 401, 429),
         stream=True,
         stream_event=_CHUNK,
         tags=_TAGS,
@@ -260,6 +260,7 @@ def register(api: Api) -> None:
         "GET",
         "/v1/aisdk/chat/{chat_id}/messages",
         summary="The chat's stored messages as AI SDK UI messages (useChat's initial messages)",
+        response=ChatMessages,
         errors=(401,),
         tags=_TAGS,
     )
@@ -271,4 +272,4 @@ def register(api: Api) -> None:
             stored = list((await call.state.store.load(call.caller.owner, cid)).messages)
         except NotFound:
             stored = []
-        return json_response({"messages": ui_messages(cid, stored)})
+        return json_response(ChatMessages(ui_messages(cid, stored)))
