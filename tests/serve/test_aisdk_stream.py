@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.serve._serve_support import Database, Server, add_user, tether, wait_status
+from tests.serve.scripted import SMALL_WINDOW
 
 THINKER = "py:tests.serve.aisdk_scripted:thinker"
 TOOLS = "py:tests.serve.aisdk_scripted:tools"
@@ -202,3 +203,18 @@ def test_open_streams_are_bounded_per_user(db: Database, servers: Callable[..., 
             assert refused.status_code == 429
             assert client.get("/v1/aisdk/chat/c7/stream").status_code == 429
         assert client.get("/v1/conversations/c8").status_code == 404  # a refused request starts nothing
+
+
+def test_a_compacted_chat_says_so_in_a_data_part(db: Database, servers: Callable[..., Server]) -> None:
+    token = add_user(db, "alice")
+    server = servers(db, model="py:tests.serve.scripted:small_window")
+    with server.client(token) as client:
+        parts: list[dict[str, Any]] = []
+        for i in range(16):  # 16 exchanges of 84 tokens: 1.3 windows of 1,000 tokens
+            chunks = [c for _, c in post(client, {"id": "long", "messages": [user(f"message {i}")]})]
+            assert chunks[-2]["type"] == "finish", chunks[-3:]
+            parts += [c for c in chunks[:-1] if c["type"] == "data-tether-compaction"]
+        assert parts, "16 exchanges of 84 tokens in a 1,000-token window were never compacted"
+        assert parts[0]["data"]["report"]["window"] == SMALL_WINDOW
+        assert parts[0]["data"]["line"].startswith("compacted ")
+        assert parts[0]["id"].endswith(f".compaction.{parts[0]['data']['step']}")
