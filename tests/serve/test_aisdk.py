@@ -347,7 +347,7 @@ def test_chats_belong_to_their_owner(
         assert client.get(f"/v1/runs/{mine['message']['id']}").status_code == 404
         theirs = client.get("/v1/aisdk/chat/shared-name/messages").json()["messages"]
         assert [m["role"] for m in theirs] == ["user", "assistant"]  # bob's own turn only
-        assert client.get("/v1/aisdk/chat/nobody/messages").json() == {"messages": []}
+        assert client.get("/v1/aisdk/chat/nobody/messages").json() == {"messages": [], "start": 0}
     anonymous = Node(ai_sdk, server, None)("send", chatId="x", messages=[user("hi")])
     assert anonymous["failed"]
     assert anonymous["statusCode"] == 401

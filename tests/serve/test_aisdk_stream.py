@@ -218,3 +218,22 @@ def test_a_compacted_chat_says_so_in_a_data_part(db: Database, servers: Callable
         assert parts[0]["data"]["report"]["window"] == SMALL_WINDOW
         assert parts[0]["data"]["line"].startswith("compacted ")
         assert parts[0]["id"].endswith(f".compaction.{parts[0]['data']['step']}")
+
+
+def test_a_long_chat_is_loaded_from_a_turn_within_the_limit(alice: httpx.Client) -> None:
+    for i in range(3):
+        post(alice, {"id": "c9", "messages": [user(f"look up thing {i}")]})
+    stored = alice.get("/v1/conversations/c9").json()["version"]
+    assert stored == 12  # user, assistant (call), tool, assistant: per turn
+    full = alice.get("/v1/aisdk/chat/c9/messages").json()
+    assert full["start"] == 0
+    assert [m["role"] for m in full["messages"]] == ["user", "assistant"] * 3
+    cut = alice.get("/v1/aisdk/chat/c9/messages", params={"limit": 6}).json()
+    assert cut["start"] == 8  # the last 6 begin mid-turn: the page gets whole turns only
+    assert cut["messages"] == full["messages"][4:]
+    assert cut["messages"][0] == {
+        "id": "c9.8",
+        "role": "user",
+        "parts": [{"type": "text", "text": "look up thing 2", "state": "done"}],
+    }
+    assert alice.get("/v1/aisdk/chat/c9/messages", params={"limit": 0}).status_code == 400

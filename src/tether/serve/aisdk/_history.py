@@ -23,9 +23,11 @@ Json = dict[str, Any]
 
 
 class ChatMessages(msgspec.Struct, frozen=True):
-    """``GET /v1/aisdk/chat/{chat_id}/messages``: the chat as AI SDK UI messages."""
+    """``GET /v1/aisdk/chat/{chat_id}/messages``: the chat as AI SDK UI messages, from the
+    stored message ``start`` (0: from the first; later when the chat is longer than ``limit``)."""
 
     messages: list[dict[str, Any]]
+    start: int = 0
 
 
 def _file(part: Image | Document) -> Json:
@@ -83,13 +85,14 @@ def _turn(cid: str, index: int, messages: list[Message]) -> Json:
     }
 
 
-def ui_messages(cid: str, messages: list[Message]) -> list[Json]:
+def ui_messages(cid: str, messages: list[Message], first: int = 0) -> list[Json]:
     """The conversation ``cid`` as UI messages: user (and system) messages one each, the
-    messages between them one assistant message per turn."""
+    messages between them one assistant message per turn (``first``: the index of
+    ``messages[0]`` in the stored log, for the ids)."""
     out: list[Json] = []
     turn: list[Message] = []
     start = 0
-    for i, message in enumerate([*messages, None]):
+    for i, message in enumerate([*messages, None], start=first):
         if message is not None and message.role in ("assistant", "tool"):
             if not turn:
                 start = i

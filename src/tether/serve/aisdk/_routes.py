@@ -23,7 +23,7 @@ from tether.errors import NotFound
 from tether.models.wire import ConversionReport
 from tether.stores.events import RunRecord
 
-from .._api import Api, Call, Query, json_response
+from .._api import Api, Call, Query, json_response, query_int
 from .._boundary import Origin, Thread, client_positions, losses, open_thread, seed_thread
 from .._errors import ApiError, check_part_bytes
 from .._events import TERMINAL_TYPES
@@ -42,6 +42,11 @@ HEADER = ("x-vercel-ai-ui-message-stream", "v1")
 """The response header that tells the AI SDK it reads a UI message stream."""
 _UNTIL = TERMINAL_TYPES | {"run.paused"}
 _TAGS = ("ai-sdk",)
+_LIMIT = Query(
+    "limit",
+    "At most this many stored messages, the latest (1-1000, default 1000).",
+    {"type": "integer", "minimum": 1, "maximum": 1000},
+)
 _LAST_EVENT_ID = Query(
     "Last-Event-ID", "Send only what follows this event id (an id the stream sent).", {"type": "string"}
 )
@@ -261,15 +266,21 @@ def register(api: Api) -> None:
         "/v1/aisdk/chat/{chat_id}/messages",
         summary="The chat's stored messages as AI SDK UI messages (useChat's initial messages)",
         response=ChatMessages,
-        errors=(401,),
+        query=(_LIMIT,),
+        errors=(400, 401),
         tags=_TAGS,
     )
     async def aisdk_messages(call: Call[None]) -> Response:
         """``{"messages": [...]}``: one assistant message per turn, its id the run id (the
         stream's message id); empty for a chat that is not one of yours (or not yet made)."""
-        cid = call.path("chat_id")
+        cid, owner = call.path("chat_id"), call.caller.owner
+        limit = query_int(call.request, "limit", 1000, low=1, high=1000)
         try:
-            stored = list((await call.state.store.load(call.caller.owner, cid)).messages)
+            version = (await call.state.store.info(owner, cid)).version
+            start = max(0, version - limit)
+            stored = list((await call.state.store.load(owner, cid, since=start)).messages)
         except NotFound:
-            stored = []
-        return json_response(ChatMessages(ui_messages(cid, stored)))
+            return json_response(ChatMessages([]))
+        while start > 0 and stored and stored[0].role != "user":  # a cut chat begins at a turn
+            stored, start = stored[1:], start + 1
+        return json_response(ChatMessages(ui_messages(cid, stored, start), start))
