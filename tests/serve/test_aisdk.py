@@ -417,6 +417,7 @@ def test_hostile_client_messages_are_sanitized_and_reported(thinker: tuple[Node,
         ({"id": "c\n", "messages": [user("hi")]}, 400, "$.id"),
         ({"id": "c", "messages": [user("   ")]}, 422, "the prompt is empty"),
         ({"id": "c", "messages": [user("hi")], "trigger": "regenerate-message"}, 422, "regenerate-message"),
+        ({"id": "c", "messages": [user("hi")], "messageId": "u1"}, 422, "editing a sent message"),
         (
             {"id": "c", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": 5}]}]},
             422,

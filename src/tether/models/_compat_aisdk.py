@@ -60,7 +60,7 @@ From a client (`DefaultChatTransport`'s `messages`):
                 "the conversation id; not kept (the assistant message's id is the run id)",
             ),
             (
-                "`trigger: regenerate-message`",
+                "`trigger: regenerate-message`; an edited message (`messageId` of the last one)",
                 "refused (422): tether keeps every turn; send the prompt again",
             ),
             ("other fields of the body (the transport's `body` option)", "not used"),

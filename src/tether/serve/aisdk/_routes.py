@@ -143,6 +143,12 @@ async def _prepare(call: Call[ChatRequest]) -> _Plan:
     last = len(body.messages) - 1
     if last < 0 or body.messages[last].role != "user":
         raise ApiError(422, "$.messages: the last message must be the user's prompt")
+    if body.message_id is not None and body.message_id == body.messages[last].id:
+        raise ApiError(
+            422,
+            "$.messageId: editing a sent message is not supported: tether keeps every turn of a "
+            "conversation; send the new text as a new message",
+        )
     prompt, conversion = prompt_of(body.messages[last], last)
     check_prompt(prompt, state.config.limits.max_part_bytes, f"$.messages[{last}].parts")
     if thread.created:
