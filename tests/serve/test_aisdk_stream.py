@@ -237,3 +237,12 @@ def test_a_long_chat_is_loaded_from_a_turn_within_the_limit(alice: httpx.Client)
         "parts": [{"type": "text", "text": "look up thing 2", "state": "done"}],
     }
     assert alice.get("/v1/aisdk/chat/c9/messages", params={"limit": 0}).status_code == 400
+
+
+def test_a_seed_over_the_history_limits_is_refused_and_nothing_kept(alice: httpx.Client) -> None:
+    many = [user(f"m{i}", f"m{i}") for i in range(10_001)]  # max_messages is 10,000
+    r = alice.post("/v1/aisdk/chat", json={"id": "c10", "messages": [*many, user("go", "last")]})
+    assert r.status_code == 413, r.text
+    assert r.json()["error"]["limit"] == "max_messages"
+    assert alice.get("/v1/conversations/c10").status_code == 404
+    assert alice.get("/v1/aisdk/chat/c10/stream").status_code == 204
