@@ -31,7 +31,17 @@ from tether.messages import (
     Usage,
 )
 from tether.models.wire import ConversionReport
-from tether.models.wire._json import b64decode_either, fail, given, obj, opt_obj, opt_str, seq, string
+from tether.models.wire._json import (
+    b64decode_either,
+    fail,
+    given,
+    obj,
+    opt_obj,
+    opt_str,
+    seq,
+    string,
+    token_count,
+)
 
 __all__ = ["from_langchain", "to_langchain"]
 
@@ -389,8 +399,7 @@ def _ai(
 
 def _usage(raw: Mapping[str, Any]) -> Usage:
     def count(source: object, key: str) -> int:
-        value = cast(Mapping[str, Any], source).get(key) if isinstance(source, Mapping) else None
-        return value if isinstance(value, int) else 0
+        return token_count(cast(Mapping[str, Any], source).get(key) if isinstance(source, Mapping) else None)
 
     inputs = raw.get("input_token_details")
     outputs = raw.get("output_token_details")
