@@ -18,6 +18,7 @@ from ._approvals import DeferredResults, ReplayGuard, process_replay_guard
 from ._compact_now import compact_now
 from ._compaction import Prepared
 from ._compaction_config import Compaction
+from ._compaction_defaults import compaction_window
 from ._config import Prompt, RunConfig, RunOptions
 from ._context import RunContext
 from ._output import OUTPUT_TOOL, OutputSpec
@@ -248,6 +249,8 @@ class Agent(Generic[Deps, Output]):
                 f"the agent has a tool named {RECALL_TOOL!r} and compaction would add its own: rename "
                 "the tool or pass Compaction(recall=False)"
             )
+        if compaction is not None:
+            compaction_window(compaction, self.model)  # UserError now, not a run that never compacts
 
     def _config(self, tools: Sequence[ToolLike]) -> RunConfig:
         table = as_tools(tools)
