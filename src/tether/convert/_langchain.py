@@ -30,8 +30,8 @@ from tether.messages import (
     ToolResult,
     Usage,
 )
-from tether.models.wire import ConversionReport
-from tether.models.wire._json import (
+from tether.models.wire import (
+    ConversionReport,
     b64decode_either,
     fail,
     given,

@@ -16,8 +16,8 @@ import msgspec
 
 from tether.convert._input import load_json
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
-from tether.models.wire import ConversionReport
-from tether.models.wire._json import (
+from tether.models.wire import (
+    ConversionReport,
     b64decode_either,
     fail,
     given,
