@@ -5,6 +5,7 @@ run answer, never 503 or 500 (ADR 0021)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -101,3 +102,40 @@ def test_a_stored_call_with_numbers_no_encoder_writes_exports_as_truncated_args(
     assert exports["gemini"][1]["parts"][0]["functionCall"]["args"] == {"truncated_args": arguments}
     chat_call = exports["openai_chat"][1]["tool_calls"][0]["function"]
     assert httpx.Response(200, content=chat_call["arguments"]).json() == {"truncated_args": arguments}
+
+
+def _agui_body(thread: str, extra_field: bytes, arguments: str) -> bytes:
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}
+    messages = [
+        {"id": "u1", "role": "user", "content": "look it up"},
+        {"id": "a1", "role": "assistant", "toolCalls": [call]},
+        {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "found"},
+        {"id": "u2", "role": "user", "content": "go on", "x": "HOSTILE"},
+    ]
+    body = {"threadId": thread, "runId": "r1", "messages": messages, "tools": [], "context": []}
+    return json.dumps(body).encode().replace(b'"HOSTILE"', extra_field)
+
+
+@pytest.mark.parametrize(
+    "extra_field",
+    [BIG.encode(), b"1e99999999999999999999", b'{"\xff": -1e999}'],
+    ids=["digits", "1e99", "utf8"],
+)
+def test_agui_input_with_hostile_values_never_answers_500(
+    db: Database, servers: Callable[..., Server], extra_field: bytes
+) -> None:
+    """AG-UI input is client bytes: an unknown field holding what no decoder holds is skipped, a
+    call whose arguments hold ``1e999`` is stored verbatim, and the thread stays readable and
+    exportable in every format."""
+    server = servers(db, model="py:tests.serve.scripted:fast_words")
+    with server.client(add_user(db, "alice")) as client:
+        body = _agui_body("t-hostile", extra_field, '{"q": 1e999, "n": ' + BIG + "}")
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        with client.stream("POST", "/v1/agui", content=body, headers=headers) as r:
+            text = r.read().decode()
+        assert r.status_code == 200, text
+        assert "RUN_FINISHED" in text, text[-500:]
+        listed = client.get("/v1/conversations").json()["conversations"]
+        assert listed
+        for conversation in listed:
+            _readable(client, conversation["id"])
