@@ -6,7 +6,7 @@ from starlette.responses import Response
 
 from tether.stores._events import RunRecord
 
-from ._api import Api, Call, Query, json_response, query_int
+from ._api import COUNT_PATTERN, Api, Call, Query, json_response, query_int
 from ._errors import ApiError, check_part_bytes
 from ._runs import decode_pause
 from ._schemas import DecisionsIn, PauseOut, PendingCallOut, RunIn, RunList, RunOut
@@ -18,7 +18,11 @@ _TAGS = ("runs",)
 _AFTER = Query(
     "after", "Resume after this event id (Last-Event-ID takes precedence).", {"type": "integer", "minimum": 0}
 )
-_LAST_EVENT_ID = Query("Last-Event-ID", "The id of the last event the client has.", {"type": "string"})
+_LAST_EVENT_ID = Query(
+    "Last-Event-ID",
+    "The id of the last event the client has (ASCII digits).",
+    {"type": "string", "pattern": COUNT_PATTERN},
+)
 
 
 def check_prompt(prompt: str, limit: int, where: str) -> None:
