@@ -17,20 +17,19 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ._errors import ApiError
+from ._numbers import is_count, parse_count
 
 if TYPE_CHECKING:
     from ._runs import Caller
     from ._state import ServeState
 
 __all__ = [
-    "COUNT_PATTERN",
     "Api",
     "Call",
     "Operation",
     "Query",
     "check_json_request",
     "json_response",
-    "parse_count",
     "query_int",
     "read_json",
 ]
@@ -143,23 +142,6 @@ def json_response(value: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(value), status_code=status, media_type="application/json")
 
 
-_DIGITS = re.compile(r"[0-9]{1,18}")
-COUNT_PATTERN = "^[0-9]{1,18}$"
-"""What every numeric query parameter and header accepts (in the OpenAPI document too)."""
-
-
-def parse_count(raw: str, what: str) -> int:
-    """A non-negative integer written in 1-18 ASCII digits, else 400 naming ``what``. Python's
-    ``int`` also takes a sign, ``_`` separators, surrounding space and every Unicode digit
-    (Arabic-Indic, full-width), and ``str.isdigit`` takes superscripts ``int`` then refuses:
-    none of them is a number a client means to send. The one parser of numbers the service
-    reads outside a JSON body."""
-    if _DIGITS.fullmatch(raw) is None:
-        shown = raw[:40]
-        raise ApiError(400, f"{what} must be a non-negative integer of 1-18 ASCII digits, not {shown!r}")
-    return int(raw)
-
-
 def query_int(request: Request, name: str, default: int, *, low: int = 0, high: int = 1 << 62) -> int:
     raw = request.query_params.get(name)
     if raw is None:
@@ -189,7 +171,7 @@ def check_json_request(request: Request, *, takes_body: bool) -> None:
     if len(types) > 1:
         raise ApiError(400, "several Content-Type headers: send at most one")
     declared = request.headers.get("content-length")
-    empty = declared is not None and _DIGITS.fullmatch(declared) is not None and int(declared) == 0
+    empty = declared is not None and is_count(declared) and int(declared) == 0
     has_body = not empty and (declared is not None or "transfer-encoding" in request.headers)
     if types:
         media = types[0].split(";")[0].strip().lower()
@@ -206,7 +188,7 @@ def check_json_request(request: Request, *, takes_body: bool) -> None:
 async def read_json(request: Request, kind: Any, limit: int, *, required: bool = True) -> Any:
     """The body decoded as ``kind``; 413 over ``limit`` bytes, 400 naming the JSON path."""
     declared = request.headers.get("content-length")
-    if declared is not None and _DIGITS.fullmatch(declared) is not None and int(declared) > limit:
+    if declared is not None and is_count(declared) and int(declared) > limit:
         raise ApiError(413, f"request body of {declared} bytes is over the limit (max_body_bytes={limit})")
     chunks: list[bytes] = []
     size = 0

@@ -21,9 +21,9 @@ from starlette.types import Receive, Scope, Send
 from tether.errors import NotFound, StoreError
 from tether.stores._events import TERMINAL, EventLog, LoggedEvent, RunRecord
 
-from ._api import parse_count
 from ._errors import ApiError
 from ._events import TERMINAL_TYPES, RunDeletedEvent, encode_event, event_type
+from ._numbers import parse_count
 
 __all__ = [
     "DELETED",
