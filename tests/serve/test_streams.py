@@ -27,9 +27,7 @@ from tests.serve.scripted import WORDS
 
 from tether.errors import StoreError
 from tether.serve._sse import DELETED, UNAVAILABLE, event_stream, follow_log
-from tether.stores._events import EventLog, LoggedEvent, RunRecord
-from tether.stores._events_memory import MemoryEventLog
-from tether.stores._events_sqlite import SQLiteEventLog
+from tether.stores.events import EventLog, LoggedEvent, MemoryEventLog, RunRecord, SQLiteEventLog
 
 PROMPT = "tell me the words"
 
@@ -291,7 +289,7 @@ async def test_a_run_deleted_under_its_stream_ends_the_stream_with_run_deleted(
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_an_agui_stream_whose_run_is_deleted_ends_with_run_error(kind: str, tmp_path: Path) -> None:
-    from tether.serve._routes_agui import _Plan, _stream  # pyright: ignore[reportPrivateUsage]
+    from tether.serve.agui._routes import _Plan, _stream  # pyright: ignore[reportPrivateUsage]
 
     log: EventLog = MemoryEventLog() if kind == "memory" else SQLiteEventLog(tmp_path / "serve.db")
     try:

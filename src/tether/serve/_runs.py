@@ -41,7 +41,7 @@ from tether.agent import (
 from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
 from tether.messages import ToolCall, new_id
 from tether.stores import Store
-from tether.stores._events import ActiveRunLimit, EventLog, RunRecord, RunStatus
+from tether.stores.events import ActiveRunLimit, EventLog, RunRecord, RunStatus
 from tether.telemetry import TraceLink, continue_trace, parse_traceparent
 
 from ._errors import ApiError, check_part_bytes
