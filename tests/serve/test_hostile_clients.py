@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -160,6 +161,10 @@ def test_every_state_changing_route_refuses_what_is_not_json(api: tuple[Server, 
         idle = new_conversation(client)
         busy = new_conversation(client)
         run = start_run(client, busy, "hello")
+        deadline = time.monotonic() + 10  # the run stores its prompt first (ADR 0015): after that
+        while not client.get(f"/v1/conversations/{busy}").json()["messages"]:  # only its answer
+            assert time.monotonic() < deadline, "the run never stored its prompt"
+            time.sleep(0.02)
         before = client.get("/v1/conversations").json()["conversations"]
         checked: list[str] = []
         for path, item in doc["paths"].items():
