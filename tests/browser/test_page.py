@@ -351,10 +351,9 @@ def test_a_server_restart_mid_run_shows_the_run_interrupted(
         note = page.locator(".run-note[data-kind='interrupted']")
         expect(note).to_be_visible()
         expect(note).to_contain_text("server stopped")
-        lost = page.locator(".msg.lost")  # the process died before it stored the prompt: shown, marked
-        expect(lost).to_contain_text("count slowly")
-        lost.get_by_role("button", name="Edit and send again").click()
-        expect(page.get_by_label("Message", exact=True)).to_have_value("count slowly")
+        # the prompt was stored before the first model request (ADR 0015): kept, not "lost"
+        expect(page.locator(".msg.user", has_text="count slowly")).to_be_visible()
+        expect(page.locator(".msg.lost")).to_have_count(0)
         expect(page.locator("#main")).to_have_attribute("data-run", "none")
         shot(tab, "11-server-restarted")
         chat(tab, "are you back?", "word12")
