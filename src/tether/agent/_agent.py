@@ -27,6 +27,7 @@ from ._run import Run
 from ._run_compaction import RECALL_TOOL
 from ._stream import RunStream
 from ._tools import Tool, ToolLike, as_tools
+from ._toolset import Toolset, list_toolsets, split_tools
 
 if TYPE_CHECKING:
     from tether.stores import Store
@@ -85,7 +86,7 @@ class Agent(Generic[Deps, Output]):
         *,
         instructions: str | None = None,
         instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | Toolset] = (),
         output_type: type[str] = str,
         deps_type: None = None,
         history_processor: Callable[..., Any] | None = None,
@@ -107,7 +108,7 @@ class Agent(Generic[Deps, Output]):
         *,
         instructions: str | None = None,
         instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | Toolset] = (),
         output_type: type[_O],
         deps_type: None = None,
         history_processor: Callable[..., Any] | None = None,
@@ -129,7 +130,7 @@ class Agent(Generic[Deps, Output]):
         *,
         instructions: str | None = None,
         instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | Toolset] = (),
         output_type: type[str] = str,
         deps_type: type[_D],
         history_processor: Callable[..., Any] | None = None,
@@ -151,7 +152,7 @@ class Agent(Generic[Deps, Output]):
         *,
         instructions: str | None = None,
         instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | Toolset] = (),
         output_type: type[_O],
         deps_type: type[_D],
         history_processor: Callable[..., Any] | None = None,
@@ -172,7 +173,7 @@ class Agent(Generic[Deps, Output]):
         *,
         instructions: str | None = None,
         instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | Toolset] = (),
         output_type: type[Any] = str,
         deps_type: type[Any] | None = None,
         history_processor: Callable[..., Any] | None = None,
@@ -242,7 +243,8 @@ class Agent(Generic[Deps, Output]):
         if compaction is not None and not isinstance(cast(object, compaction), Compaction):
             raise UserError(f"compaction must be a tether.agent.Compaction, not {type(compaction).__name__}")
         self.compaction = compaction
-        self._base = self._config(tools)
+        static, self._toolsets = split_tools(tools)
+        self._base = self._config(static)
         if compaction is not None and compaction.recall and RECALL_TOOL in self._base.tools:
             raise UserError(
                 f"the agent has a tool named {RECALL_TOOL!r} and compaction would add its own: rename "
@@ -277,8 +279,19 @@ class Agent(Generic[Deps, Output]):
 
     @property
     def tools(self) -> tuple[Tool[Any], ...]:
-        """The agent's default tools."""
+        """The agent's default tools (without those its toolsets list at each run)."""
         return tuple(self._base.tools.values())
+
+    async def aclose(self) -> None:
+        """Close the agent's toolsets (MCP connections); ``async with agent:`` does it on exit."""
+        for toolset in self._toolsets:
+            await toolset.aclose()
+
+    async def __aenter__(self) -> Agent[Deps, Output]:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
 
     # -- running --------------------------------------------------------------------------------
     async def run(
@@ -287,7 +300,7 @@ class Agent(Generic[Deps, Output]):
         *,
         history: Sequence[Message] = (),
         deps: Deps | None = None,
-        tools: Sequence[ToolLike] | None = None,
+        tools: Sequence[ToolLike | Toolset] | None = None,
         run_id: str | None = None,
         conversation_id: str | None = None,
         deferred: DeferredResults | None = None,
@@ -314,7 +327,7 @@ class Agent(Generic[Deps, Output]):
         *,
         history: Sequence[Message] = (),
         deps: Deps | None = None,
-        tools: Sequence[ToolLike] | None = None,
+        tools: Sequence[ToolLike | Toolset] | None = None,
         run_id: str | None = None,
         conversation_id: str | None = None,
         deferred: DeferredResults | None = None,
@@ -340,7 +353,7 @@ class Agent(Generic[Deps, Output]):
         *,
         history: Sequence[Message] = (),
         deps: Deps | None = None,
-        tools: Sequence[ToolLike] | None = None,
+        tools: Sequence[ToolLike | Toolset] | None = None,
         run_id: str | None = None,
         conversation_id: str | None = None,
         deferred: DeferredResults | None = None,
@@ -415,7 +428,10 @@ class Agent(Generic[Deps, Output]):
             raise UserError("with recorder= the conversation is the recorder's: do not pass conversation_id=")
         if recorder is not None and o.history:
             raise UserError("pass either history= or store=: with a store the history is loaded from it")
-        cfg = self._base if o.tools is None else self._config(o.tools)
+        static, toolsets = (None, self._toolsets) if o.tools is None else split_tools(o.tools)
+        cfg = self._base if static is None else self._config(static)
+        if toolsets:  # tools known only now (MCP servers): listed once per run
+            cfg = self._config([*cfg.tools.values(), *await list_toolsets(toolsets)])
         run = Run(
             cfg,
             prompt=o.prompt,
