@@ -124,7 +124,8 @@ async def add_tool(ctx: Context) -> str:
         return "I was added"
 
     server.add_tool(added, annotations=ToolAnnotations(read_only_hint=True))
-    await ctx.notify_tools_changed()
+    # a 2025-11-25 session (what initialize negotiates) is told spontaneously
+    await ctx.request_context.session.send_tool_list_changed()
     return "added"
 
 
