@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.agent.scripts import Script, calls
 
 from tether import Image
 from tether.agent import UNKNOWN_OUTCOME_TEXT, Agent
@@ -24,8 +25,6 @@ from tether.errors import ApprovalError, RunError, TetherError, ToolError
 from tether.integrations.mcp import MCPFailure, MCPTools, ToolPolicy
 from tether.models.testing import FunctionInfo, FunctionModel
 from tether.stores import SQLiteStore
-
-from tests.agent.scripts import Script, calls
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).with_name("mcp_server.py")
