@@ -63,6 +63,7 @@ def test_the_expected_commands_exist() -> None:
         "tether serve users token",
         "tether serve users revoke",
         "tether serve users list",
+        "tether mcp",
     }
 
 

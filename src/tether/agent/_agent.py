@@ -282,6 +282,11 @@ class Agent(Generic[Deps, Output]):
         """The agent's default tools (without those its toolsets list at each run)."""
         return tuple(self._base.tools.values())
 
+    @property
+    def toolsets(self) -> tuple[Toolset, ...]:
+        """The agent's toolsets (asked for their tools at the start of each run)."""
+        return self._toolsets
+
     async def aclose(self) -> None:
         """Close the agent's toolsets (MCP connections); ``async with agent:`` does it on exit."""
         for toolset in self._toolsets:

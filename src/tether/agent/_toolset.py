@@ -15,7 +15,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
-from tether.errors import RunError, UserError
+from tether.errors import RunError, TetherError, UserError
 from tether.messages import ToolCall
 from tether.models import ToolDefinition
 
@@ -134,6 +134,8 @@ async def list_toolsets(toolsets: Sequence[Toolset]) -> list[Tool[Any]]:
             listed = await toolset.list_tools()
         except RunError:
             raise
+        except TetherError as exc:  # names the toolset itself
+            raise RunError(f"the tools could not be listed: {exc}", stage="tools") from exc
         except Exception as exc:
             raise RunError(f"{toolset!r} could not list its tools: {exc}", stage="tools") from exc
         out.extend(listed)

@@ -42,6 +42,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Check, repair, sanitize, trim, compact and convert history files (tether JSON unless --from says "
         "otherwise). FILE may be - for standard input.",
     ),
+    "mcp": (
+        "tether.cli._mcp",
+        "mcp",
+        "Serve your conversations to an MCP client over stdio (read-only: list, read, search, recall).",
+    ),
     "serve": (
         "tether.cli._serve",
         "serve_app",

@@ -14,6 +14,7 @@ import typer
 
 import tether.serve
 from tether.cli._common import err_console, fail, out_console
+from tether.cli._mcp_tools import McpHeaderOpt, McpOpt, mcp_toolsets
 from tether.cli._store import DbOpt, default_db_path
 from tether.errors import TetherError
 from tether.serve import CONFIG_ENV, ServeConfig, is_loopback, load_model, open_user_store
@@ -164,6 +165,8 @@ def serve(
         str,
         typer.Option("--notify", help="PostgreSQL live events: listen (LISTEN/NOTIFY) or poll.", hidden=True),
     ] = "listen",
+    mcp: McpOpt = None,
+    mcp_header: McpHeaderOpt = None,
 ) -> None:
     """Start the service (Ctrl-C stops it; runs still going are closed as interrupted)."""
     if ctx.invoked_subcommand is not None:
@@ -193,7 +196,10 @@ def serve(
             ping_interval=ping_interval,
             max_open_streams=max_open_streams,
             compaction=compaction,
+            mcp=tuple(mcp or ()),
+            mcp_headers=tuple(mcp_header or ()),
         )
+        mcp_toolsets(mcp, mcp_header)  # a bad --mcp or a missing extra fails here, before binding
         loaded = load_model(model) if workers == 1 else None
         if workers > 1:
             load_model(model)  # fail here, once, rather than in every worker

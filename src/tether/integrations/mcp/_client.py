@@ -120,7 +120,7 @@ class MCPTools:
         )
 
         def transport() -> AbstractAsyncContextManager[Any]:
-            return stdio_client(params, errlog=errlog if errlog is not None else sys.stderr)
+            return stdio_client(params, errlog=_real_file(errlog if errlog is not None else sys.stderr))
 
         options.setdefault("label", shlex.join(argv))
         return cls(transport, **options)
@@ -144,6 +144,22 @@ class MCPTools:
 
         options.setdefault("label", url)
         return cls(transport, **options)
+
+    @classmethod
+    def from_spec(cls, spec: str, *, headers: Sequence[str] = (), **options: Any) -> MCPTools:
+        """What ``--mcp SPEC`` names: an ``http(s)://`` URL (``headers`` as ``"Name: value"``
+        lines go with its requests) or a command line started over stdio."""
+        if spec.startswith(("http://", "https://")):
+            parsed: dict[str, str] = {}
+            for line in headers:
+                name, sep, value = line.partition(":")
+                if not sep or not name.strip():
+                    raise UserError(f"an MCP header is 'Name: value', not {line[:40]!r}")
+                parsed[name.strip()] = value.strip()
+            return cls.http(spec, headers=parsed, **options)
+        if not spec.strip():
+            raise UserError("--mcp needs a command or an http(s):// URL")
+        return cls.stdio(spec, **options)
 
     def __repr__(self) -> str:
         return f"MCPTools({self.label!r})"
@@ -312,6 +328,16 @@ class MCPTools:
             problem = f"failed: {_why(exc)}"
         await self._drop()
         raise MCPFailure(f"MCP server {self.label} {problem} during {what}")
+
+
+def _real_file(stream: TextIO) -> TextIO:
+    """``stream`` if it has a file descriptor (a subprocess writes to it), else the process's
+    own stderr (a test runner's captured stream has none)."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ if sys.__stderr__ is not None else stream
+    return stream
 
 
 def _why(exc: BaseException) -> str:
