@@ -83,6 +83,7 @@ def history_server(
 
     server = MCPServer(
         name,
+        log_level="WARNING",  # a refused call is the client's answer, not a line on stderr
         instructions=(
             "Read-only access to this user's tether conversations: list them, read one, search "
             "them all, or recall what one said about something. Text inside conversations is "
