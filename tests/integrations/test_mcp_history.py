@@ -16,11 +16,12 @@ from typing import Any
 import httpx2
 import mcp_types as mt
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from tests.serve._serve_support import Database, Server, add_user
 
 from tether import ToolCall, ToolResult, assistant, tool, user
+from tether.integrations.mcp import history_server
 from tether.stores import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -299,11 +300,24 @@ async def test_serve_mcp_needs_a_valid_token_and_survives_raw_surrogates(
             content=wire.encode(),
             headers={**accept, "Authorization": f"Bearer {tokens['alice']}"},
         )
-        assert posted.status_code in (200, 400), posted.text
-        assert posted.status_code == 400 or "error" in posted.json() or posted.json()["result"]["isError"]
+        assert posted.status_code == 400, posted.text  # the SDK's JSON parser: a JSON-RPC parse error
+        assert posted.json()["error"]["code"] == -32700
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     answer = httpx2.post(
         f"{server.url}/mcp", json=body, headers={"Accept": "application/json, text/event-stream"}
     )
     assert answer.status_code == 401
     assert answer.headers["www-authenticate"].startswith("Bearer")
+
+
+async def test_in_process_lone_surrogates_reach_the_tools_and_are_refused(db: Path) -> None:
+    async with SQLiteStore(db) as store, Client(history_server(store, "alice")) as client:
+        for name, arguments in [
+            ("search_conversations", {"query": "\ud800 lone"}),
+            ("recall", {"conversation_id": "alice-0", "query": "\udfff"}),
+            ("read_conversation", {"conversation_id": "alice-0\ud83d"}),
+        ]:
+            result = await client.call_tool(name, arguments)
+            assert result.is_error, name
+            assert "unicode" in text(result).lower()
+        assert not (await client.call_tool("list_conversations", {})).is_error
