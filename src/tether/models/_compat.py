@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tether.errors import MissingExtra, UserError
 from tether.models._base import Profile
+from tether.models._compat_mcp import mcp_section
 from tether.models._limits import ANTHROPIC_LIMITS, GEMINI_LIMITS, OPENAI_LIMITS, Limits
 from tether.models._registry import PROVIDERS
 from tether.models.wire._documented import IMPORT_LOSSES, RESPONSE_LOSSES
@@ -340,6 +341,7 @@ def render() -> str:
     lines.append(_RESPONSES_IDS)
     lines += _import_section()
     lines += _agui_section()
+    lines += mcp_section()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
