@@ -27,3 +27,12 @@ def _reply(tool: str) -> Any:
 
 def McpCallModel(name: str = "lookup") -> FunctionModel:
     return FunctionModel(_reply(name), name=f"mcpcall:{name}")
+
+
+def delete_file_model() -> FunctionModel:
+    """``--model py:tests.integrations.mcp_models:delete_file_model`` for ``tether serve``."""
+    return McpCallModel("delete_file")
+
+
+def lookup_model() -> FunctionModel:
+    return McpCallModel("lookup")
