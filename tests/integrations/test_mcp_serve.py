@@ -3,11 +3,19 @@ over stdio), and a possibly destructive tool pauses the run for the owner's deci
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
 
+from tests.agent.scripts import Script
+from tests.agent.test_toolsets import Counter
 from tests.serve._serve_support import Database, Server, add_user, new_conversation, start_run, wait_status
+
+from tether.agent import Agent, Tool
+from tether.serve import Caller, RunManager
+from tether.stores import MemoryStore
+from tether.stores._events_memory import MemoryEventLog
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 MODELS = "py:tests.integrations.mcp_models"
@@ -57,3 +65,24 @@ def test_serve_pauses_a_destructive_mcp_tool_until_approved(tmp_path: Path) -> N
     finally:
         server.stop()
     assert counts.read_text().split() == ["delete_file"]
+
+
+async def test_the_service_keeps_the_agents_toolsets_next_to_a_clients_tools() -> None:
+    """A run given extra (client) tools by the service still gets the agent's toolsets."""
+    counter = Counter()
+    script = Script("done")
+    store, log = MemoryStore(), MemoryEventLog()
+    cid = await store.create("alice")
+    agent = Agent(script.model, tools=[counter])
+    manager = RunManager(store=store, events=log, agent=agent, heartbeat_interval=0.05, stale_after=1.0)
+    await manager.open()
+    try:
+        client_tool = Tool(lambda: None, name="client_tool", external=True)
+        record = await manager.start(Caller("alice"), cid, "go", extra_tools=[client_tool])
+        for _ in range(200):
+            if (await log.get_run("alice", record.run_id)).status != "running":
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await manager.close()
+    assert {d.name for d in script.infos[0].tools} == {"tool_0", "client_tool"}
