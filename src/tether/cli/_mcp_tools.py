@@ -15,7 +15,8 @@ McpOpt = Annotated[
     typer.Option(
         "--mcp",
         help="Give the model the tools of an MCP server: a command (stdio) or an http(s):// URL. "
-        "Repeatable. Needs pip install 'tether[mcp]'.",
+        "Repeatable. Needs the mcp extra.",
+        metavar="SPEC",
         show_default=False,
     ),
 ]
@@ -24,6 +25,7 @@ McpHeaderOpt = Annotated[
     typer.Option(
         "--mcp-header",
         help="'Name: value' sent to every --mcp URL (e.g. 'Authorization: Bearer …'). Repeatable.",
+        metavar="HEADER",
         show_default=False,
     ),
 ]
