@@ -195,6 +195,22 @@ async def test_a_server_that_dies_mid_call_is_a_failed_call_and_the_run_goes_on(
     assert counted(counts) == ["crash", "lookup"]
 
 
+async def test_an_http_server_that_dies_mid_call_is_a_failed_call(http_url: str, counts: Path) -> None:
+    tools = MCPTools.http(http_url, headers={"Authorization": "Bearer s3cret"}, timeout=10)
+    script = Script(calls(("c1", "crash", "{}")), calls(("c2", "lookup", '{"key": "k"}')), "it is gone")
+    async with Agent(script.model, tools=[tools]) as agent:
+        result = await asyncio.wait_for(agent.run("go"), 60)
+    crashed = result.messages[2].tool_results[0]
+    again = result.messages[4].tool_results[0]
+    assert crashed.failed
+    assert "MCPFailure" in crashed.text
+    assert http_url in crashed.text
+    assert again.failed  # nobody listens any more: a clear failure, not a hang
+    assert "MCPFailure" in again.text
+    assert result.output == "it is gone"
+    assert counted(counts) == ["crash"]
+
+
 async def test_on_failure_fail_ends_the_run_with_a_tool_error(counts: Path) -> None:
     tools = MCPTools.stdio([sys.executable, str(SERVER), str(counts)], on_failure="fail")
     script = Script(calls(("c1", "crash", "{}")), "unreachable")
