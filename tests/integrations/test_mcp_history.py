@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -233,10 +234,22 @@ async def test_lone_surrogates_on_the_wire_are_errors_over_stdio(db: Path) -> No
     assert "alice-0" in answers[99]["result"]["content"][0]["text"]
 
 
-async def test_a_missing_database_fails_on_stderr_not_on_the_channel(tmp_path: Path) -> None:
-    with pytest.raises(Exception):  # noqa: B017, PT011 - the server exits before answering initialize
-        async with stdio_session(tmp_path / "absent.db"):
-            pass
+def test_a_missing_database_fails_on_stderr_not_on_the_channel(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    absent = tmp_path / "absent.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "mcp", "--db", str(absent)],
+        input="",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""  # the MCP channel carries nothing but MCP
+    assert f"no database at {absent}" in proc.stderr
+    assert not absent.exists()
 
 
 # -- tether serve's /mcp --------------------------------------------------------------------------
