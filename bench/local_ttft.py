@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 
 from tether import Message, ModelSettings, ToolCall, ToolResult, assistant, function_tool, tool, user
-from tether.agent._demo_tools import DEMO_TOOLS
+from tether.agent.demo_tools import DEMO_TOOLS
 from tether.models import ModelResponse, TextDelta, ToolCallDelta, ToolDefinition
 from tether.models.local import LocalModel
 

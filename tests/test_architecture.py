@@ -6,6 +6,7 @@ allowed; lazy loading of a package's own submodule (optional extras) is."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tether"
@@ -128,6 +129,74 @@ def test_the_check_can_fail(tmp_path: Path) -> None:
     assert any("messages may not import tether.agent" in v for v in found)
     assert any("local import of tether.history" in v for v in found)
     assert not any("tether.cli" in v for v in found)
+
+
+_MODULE_STRING = re.compile(r"tether(?:\.\w+)+(?::\w+)?")
+
+
+def _is_private(module: str) -> bool:
+    """``tether.<package>.<...>`` names a module whose name starts with ``_`` below its package."""
+    return any(p.startswith("_") and not p.startswith("__") for p in module.split(".")[2:])
+
+
+def private_imports(src: Path = SRC) -> list[str]:
+    """Imports of another package's private modules (``tether.stores._x``, ``from tether.agent
+    import _y``), and such modules named in strings (``importlib.import_module``, uvicorn's
+    ``"module:attribute"``), counting ``TYPE_CHECKING`` and local imports too: a package is used
+    only through its public modules (its ``__init__``, or public subpackages such as
+    ``tether.stores.events``). Inside one package, private modules are its own business."""
+    problems: list[str] = []
+    for path in sorted(src.rglob("*.py")):
+        own = _package_of(path, src)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        named = [(line, module) for line, module, _ in _imports(tree, path, src, typing_too=True)]
+        named += [
+            (node.lineno, node.value.partition(":")[0])
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _MODULE_STRING.fullmatch(node.value)
+        ]
+        lines: set[int] = set()
+        for line, module in named:  # one finding per line (``from m import a, b`` names m.a, m.b)
+            parts = module.split(".")
+            if parts[0] != "tether" or len(parts) < 3 or parts[1] == own or line in lines:
+                continue
+            if _is_private(module):
+                lines.add(line)
+                problems.append(f"{path.relative_to(src.parent)}:{line}: {own} uses private {module}")
+    return problems
+
+
+def test_packages_meet_only_through_public_modules() -> None:
+    assert private_imports() == []
+
+
+def test_the_private_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / "tether"
+    (pkg / "serve").mkdir(parents=True)
+    (pkg / "stores").mkdir()
+    (pkg / "serve" / "bad.py").write_text(
+        "import importlib\n"
+        "from tether.stores._events import EventLog\n"
+        "from tether.stores.events import _log\n"
+        "from tether.stores.events import EventLog\n"
+        "from ._own import fine\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from tether.agent._run import Run\n"
+        "importlib.import_module('tether.stores.postgres._store')\n"
+        "APP = 'tether.cli._main:app'\n"
+        "OWN = 'tether.serve._main:app'\n"
+    )
+    (pkg / "stores" / "ok.py").write_text("from tether.stores._common import check_id\n")
+    found = private_imports(pkg)
+    assert sorted(v.split(": ", 1)[1] for v in found) == [
+        "serve uses private tether.agent._run",
+        "serve uses private tether.cli._main",
+        "serve uses private tether.stores._events",
+        "serve uses private tether.stores.events._log",
+        "serve uses private tether.stores.postgres._store",
+    ]
 
 
 def type_level_cycles(src: Path = SRC) -> list[list[str]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tether import Text, ToolCall, ToolResult, assistant, dumps, loads, tool, user
-from tether.agent._compaction_defaults import LOCAL_WINDOW
+from tether.agent.compaction._defaults import LOCAL_WINDOW
 from tether.history import check_history, split_summary
 from tether.models import PROVIDERS
 from tether.stores import CompactionRecord, SQLiteStore

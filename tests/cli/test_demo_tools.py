@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.agent._demo_tools import CalculatorError, calculate, calculator, current_time
+from tether.agent.demo_tools import CalculatorError, calculate, calculator, current_time
 
 
 @pytest.mark.parametrize(

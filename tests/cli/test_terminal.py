@@ -15,7 +15,7 @@ import pytest
 
 from tether import Message
 from tether.history import check_history
-from tether.models._local_prompt import DEFAULT_MAX_TOKENS
+from tether.models.local._prompt import DEFAULT_MAX_TOKENS
 from tether.stores import SQLiteStore
 
 pexpect = pytest.importorskip("pexpect")

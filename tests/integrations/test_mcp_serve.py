@@ -15,7 +15,7 @@ from tests.serve._serve_support import Database, Server, add_user, new_conversat
 from tether.agent import Agent, Tool
 from tether.serve import Caller, RunManager
 from tether.stores import MemoryStore
-from tether.stores._events_memory import MemoryEventLog
+from tether.stores.events._memory import MemoryEventLog
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 MODELS = "py:tests.integrations.mcp_models"

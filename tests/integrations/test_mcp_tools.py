@@ -220,7 +220,7 @@ async def test_on_failure_fail_ends_the_run_with_a_tool_error(counts: Path) -> N
 
 
 async def test_a_hanging_server_is_bounded_by_the_timeout(counts: Path) -> None:
-    tools = MCPTools.stdio([sys.executable, str(SERVER), str(counts)], timeout=2)
+    tools = MCPTools.stdio([sys.executable, str(SERVER), str(counts)], timeout=2, connect_timeout=60)
     script = Script(calls(("c1", "hang", "{}")), "it hung")
     async with Agent(script.model, tools=[tools]) as agent:
         result = await asyncio.wait_for(agent.run("wait"), 60)
@@ -233,7 +233,7 @@ async def test_a_hanging_server_is_bounded_by_the_timeout(counts: Path) -> None:
 async def test_a_command_that_is_not_an_mcp_server_fails_the_run_clearly(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.py"
     garbage.write_text("import sys\nfor line in sys.stdin:\n    print('not json', flush=True)\n")
-    tools = MCPTools.stdio([sys.executable, str(garbage)], timeout=3)
+    tools = MCPTools.stdio([sys.executable, str(garbage)], connect_timeout=3)
     async with Agent(Script("never").model, tools=[tools]) as agent:
         with pytest.raises(RunError) as info:
             await asyncio.wait_for(agent.run("go"), 60)

@@ -35,7 +35,7 @@ from tether.models import (
     ToolDefinition,
     infer_model,
 )
-from tether.models._local_prompt import (
+from tether.models.local._prompt import (
     DEFAULT_MAX_TOKENS,
     SAMPLING_DEFAULTS,
     ToolChoice,
@@ -45,7 +45,7 @@ from tether.models._local_prompt import (
     sampling,
     tool_choice,
 )
-from tether.models._local_repeat import RepetitionDetector
+from tether.models.local._repeat import RepetitionDetector
 
 if TYPE_CHECKING:
     from tether.models.local import LocalModel
@@ -442,8 +442,8 @@ def test_weights_load_without_extra_buffers_and_the_loader_is_restored() -> None
     _require_local_model()
     import llama_cpp
 
-    from tether.models._local_engine import amx_compiled, load_llama
     from tether.models.local import default_weights
+    from tether.models.local._engine import amx_compiled, load_llama
 
     defaults = llama_cpp.llama_cpp.llama_model_default_params
     llm = load_llama(default_weights(), {"n_ctx": 128, "verbose": False}, extra_buffers=False)

@@ -16,8 +16,8 @@ import pytest
 
 from tether import Agent, Message, RunError, SQLiteStore
 from tether.agent import MessageCompleted, RunCompleted, TextEvent
-from tether.agent._demo_tools import DEMO_TOOLS
-from tether.models._local_prompt import DEFAULT_MAX_TOKENS
+from tether.agent.demo_tools import DEMO_TOOLS
+from tether.models.local._prompt import DEFAULT_MAX_TOKENS
 
 pytestmark = pytest.mark.local_model
 

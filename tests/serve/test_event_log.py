@@ -14,9 +14,9 @@ from tests.serve.conftest import pg_database
 
 from tether.errors import ConflictError, NotFound, StoreError, UserError
 from tether.stores import PostgresStore, SQLiteStore
-from tether.stores._events_memory import MemoryEventLog
-from tether.stores._events_postgres import PostgresEventLog
-from tether.stores._events_sqlite import SQLiteEventLog
+from tether.stores.events._memory import MemoryEventLog
+from tether.stores.events._postgres import PostgresEventLog
+from tether.stores.events._sqlite import SQLiteEventLog
 
 Open = Callable[[], Any]
 MEMORY: dict[int, MemoryEventLog] = {}

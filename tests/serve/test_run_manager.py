@@ -24,8 +24,8 @@ from tether.serve import Caller, RunManager
 from tether.serve._runs import decode_pause
 from tether.serve._schemas import Decision, DecisionsIn
 from tether.stores import MemoryStore
-from tether.stores._events import RunRecord
-from tether.stores._events_memory import MemoryEventLog
+from tether.stores.events._log import RunRecord
+from tether.stores.events._memory import MemoryEventLog
 from tether.telemetry import Telemetry
 
 

@@ -22,7 +22,7 @@ from tests.serve._serve_support import (
 from tests.serve.scripted import WORDS
 
 from tether.serve._sse import follow_log
-from tether.stores._events_memory import MemoryEventLog
+from tether.stores.events._memory import MemoryEventLog
 
 PROMPT = "tell me the words"
 

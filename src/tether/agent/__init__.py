@@ -12,10 +12,6 @@ from tether.agent._approvals import (
     ReplayGuard,
 )
 from tether.agent._batch import CANCELED_WHILE_RUNNING_TEXT, UNKNOWN_OUTCOME_TEXT
-from tether.agent._compaction import Compactor, Prepared
-from tether.agent._compaction_config import DEFAULT_SUMMARY_PROMPT, Compaction, CompactionStrategy
-from tether.agent._compaction_recall import recall_tool
-from tether.agent._compaction_report import CompactionReport, CompactionStep
 from tether.agent._context import MessagesView, RunContext
 from tether.agent._output import OUTPUT_TOOL
 from tether.agent._recorder import CompactedLog, OnConflict, RunRecorder, StoreRecorder
@@ -36,6 +32,15 @@ from tether.agent._state import CANCELED_STOP_REASON
 from tether.agent._stream import RunStream
 from tether.agent._tools import Tool, ToolCanceled, function_tool
 from tether.agent._toolset import SchemaTool, Toolset
+from tether.agent.compaction import (
+    DEFAULT_SUMMARY_PROMPT,
+    Compaction,
+    CompactionReport,
+    CompactionStep,
+    CompactionStrategy,
+)
+from tether.agent.compaction._compactor import Compactor, Prepared
+from tether.agent.compaction._recall import recall_tool
 
 __all__ = [
     "CANCELED_STOP_REASON",

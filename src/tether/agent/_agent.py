@@ -15,19 +15,19 @@ from tether.models import Model, ModelSettings, infer_model
 from tether.telemetry import Telemetry, run_trace
 
 from ._approvals import DeferredResults, ReplayGuard, process_replay_guard
-from ._compact_now import compact_now
-from ._compaction import Prepared
-from ._compaction_config import Compaction
 from ._config import Prompt, RunConfig, RunOptions
 from ._context import RunContext
 from ._output import OUTPUT_TOOL, OutputSpec
 from ._recorder import RunRecorder, StoreRecorder
 from ._result import Event, Result
 from ._run import Run
-from ._run_compaction import RECALL_TOOL
 from ._stream import RunStream
 from ._tools import Tool, ToolLike, as_tools
 from ._toolset import Toolset, list_toolsets, split_tools
+from .compaction._compactor import Prepared
+from .compaction._config import Compaction
+from .compaction._now import compact_now
+from .compaction._run import RECALL_TOOL
 
 if TYPE_CHECKING:
     from tether.stores import Store

@@ -11,12 +11,12 @@ from tether.messages import Document, Image, Message, Text
 from tether.models import Model, ModelSettings, ToolDefinition
 
 from ._approvals import DeferredResults, ReplayGuard
-from ._compaction_config import Compaction
 from ._context import RunContext
 from ._output import OutputSpec
 from ._recorder import RunRecorder
 from ._tools import Tool, ToolLike
 from ._toolset import Toolset
+from .compaction._config import Compaction
 
 if TYPE_CHECKING:
     from tether.stores import Store

@@ -10,7 +10,7 @@ from tether.history import HistoryRepair
 from tether.messages import Message, ToolCall, ToolResult, Usage
 
 from ._approvals import Deferred
-from ._compaction_report import CompactionReport
+from .compaction._report import CompactionReport
 
 __all__ = [
     "CompactionEvent",

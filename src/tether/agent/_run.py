@@ -55,10 +55,10 @@ from ._result import (
     TextEvent,
     ToolCallDeltaEvent,
 )
-from ._run_compaction import RECALL_TOOL, RunCompaction
 from ._state import RunState
 from ._tools import ArgumentsInvalid
 from ._toolstep import ToolStep
+from .compaction._run import RECALL_TOOL, RunCompaction
 
 if TYPE_CHECKING:
     from tether.telemetry import RunTrace

@@ -12,8 +12,8 @@ from tether.history import HistoryRepair
 from tether.messages import Message, Text, Usage
 
 from ._approvals import Deferred
-from ._compaction_report import CompactionReport
 from ._result import Result
+from .compaction._report import CompactionReport
 
 __all__ = ["CANCELED_STOP_REASON", "RunState"]
 

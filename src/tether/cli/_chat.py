@@ -26,8 +26,8 @@ from rich.markup import escape
 from rich.prompt import Confirm
 
 from tether.agent import Agent, Approve, Deferred, DeferredResults, Deny, StoreRecorder
-from tether.agent._compaction_defaults import default_compaction
-from tether.agent._demo_tools import DEMO_TOOLS
+from tether.agent.compaction import default_compaction
+from tether.agent.demo_tools import DEMO_TOOLS
 from tether.cli._common import fail, out_console
 from tether.cli._compaction import render_with_records
 from tether.cli._formats import export_messages

@@ -1,6 +1,6 @@
 """Compaction on the command line: how compaction records are marked among a conversation's
 messages (``/history``, ``tether logs show``). The settings ``tether chat`` compacts with are
-``tether.agent._compaction_defaults`` (``tether serve`` uses the same)."""
+``tether.agent.compaction._defaults`` (``tether serve`` uses the same)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import msgspec
 import typer
 
 from tether.agent import Agent
-from tether.agent._demo_tools import calculator, current_time
+from tether.agent.demo_tools import calculator, current_time
 from tether.cli._common import json_option, print_json, write_output
 from tether.cli._render import preview
 from tether.cli._store import DEFAULT_OWNER, open_store

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from tether.agent import Compaction, Compactor
-from tether.agent._compaction_defaults import model_window
+from tether.agent.compaction import model_window
 from tether.cli._common import (
     EXIT_PROBLEMS,
     dump_history,

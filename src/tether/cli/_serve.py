@@ -17,7 +17,7 @@ from tether.cli._common import err_console, fail, out_console
 from tether.cli._mcp_tools import McpHeaderOpt, McpOpt, mcp_toolsets
 from tether.cli._store import DbOpt, default_db_path
 from tether.errors import TetherError
-from tether.serve import CONFIG_ENV, ServeConfig, is_loopback, load_model, open_user_store
+from tether.serve import CONFIG_ENV, WORKER_APP, ServeConfig, is_loopback, load_model, open_user_store
 
 __all__ = ["describe_dsn", "serve_app"]
 
@@ -226,7 +226,7 @@ def serve(
         uvicorn.run(create_app(config, model=loaded), **options)
     else:
         os.environ[CONFIG_ENV] = config.to_json().decode()
-        uvicorn.run("tether.serve._main:app", factory=True, workers=workers, **options)
+        uvicorn.run(WORKER_APP, factory=True, workers=workers, **options)
 
 
 @users_app.command("add")

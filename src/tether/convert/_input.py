@@ -23,7 +23,7 @@ from typing import Any, Final, cast
 import msgspec
 
 from tether.errors import DecodeError
-from tether.models.wire._json import fail
+from tether.models.wire import fail
 
 __all__ = ["MAX_DEPTH", "check_json", "check_text", "explain_text", "load_json"]
 

@@ -30,8 +30,17 @@ from tether.messages import (
     ToolResult,
     Usage,
 )
-from tether.models.wire import ConversionReport
-from tether.models.wire._json import b64decode_either, fail, given, obj, opt_obj, opt_str, seq, string
+from tether.models.wire import (
+    ConversionReport,
+    b64decode_either,
+    fail,
+    given,
+    obj,
+    opt_obj,
+    opt_str,
+    seq,
+    string,
+)
 
 __all__ = ["from_langchain", "to_langchain"]
 

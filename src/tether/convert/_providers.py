@@ -17,12 +17,11 @@ from typing import Any, Protocol, cast
 
 from tether.convert._input import load_json
 from tether.messages import Message, Text
-from tether.models.wire import ConversionReport
+from tether.models.wire import ConversionReport, fail
 from tether.models.wire import anthropic as anthropic_wire
 from tether.models.wire import gemini as gemini_wire
 from tether.models.wire import openai_chat as openai_chat_wire
 from tether.models.wire import openai_responses as openai_responses_wire
-from tether.models.wire._json import fail
 
 __all__ = [
     "from_anthropic",

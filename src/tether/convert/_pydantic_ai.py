@@ -16,8 +16,17 @@ import msgspec
 
 from tether.convert._input import load_json
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
-from tether.models.wire import ConversionReport
-from tether.models.wire._json import b64decode_either, fail, given, obj, opt_obj, opt_str, seq, string
+from tether.models.wire import (
+    ConversionReport,
+    b64decode_either,
+    fail,
+    given,
+    obj,
+    opt_obj,
+    opt_str,
+    seq,
+    string,
+)
 
 __all__ = ["from_pydantic_ai", "to_pydantic_ai"]
 

@@ -5,24 +5,6 @@ docs/adr/0002-history-repair.md; the compacted view in docs/adr/0010-compaction.
 """
 
 from tether.history._check import Problem, ProblemKind, check_history
-from tether.history._compact import (
-    ELIDED_PREFIX,
-    RECALL_HINT,
-    SUMMARY_CLOSE,
-    SUMMARY_NOTE,
-    SUMMARY_OPEN,
-    ElidedPart,
-    ElideReport,
-    compacted_view,
-    compaction_boundary,
-    elide,
-    is_elided,
-    split_summary,
-    summary_part,
-)
-from tether.history._compact_input import render_message, summary_chunks, summary_input
-from tether.history._compact_search import SearchHit, format_hits, query_terms, search_messages
-from tether.history._compact_tokens import TokenTally, Trigger
 from tether.history._normalize import (
     INTERRUPTED_TEXT,
     CallRef,
@@ -55,6 +37,30 @@ from tether.history._trim import (
     TrimReport,
     budget_history,
     trim_history,
+)
+from tether.history.compact import (
+    ELIDED_PREFIX,
+    RECALL_HINT,
+    SUMMARY_CLOSE,
+    SUMMARY_NOTE,
+    SUMMARY_OPEN,
+    ElidedPart,
+    ElideReport,
+    SearchHit,
+    TokenTally,
+    Trigger,
+    compacted_view,
+    compaction_boundary,
+    elide,
+    format_hits,
+    is_elided,
+    query_terms,
+    render_message,
+    search_messages,
+    split_summary,
+    summary_chunks,
+    summary_input,
+    summary_part,
 )
 
 __all__ = [

@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import MissingExtra
 from tether.serve._config import CONFIG_ENV, ServeConfig, is_loopback
 from tether.serve._loading import load_model, load_tools
-from tether.stores._events_sqlite import SQLiteEventLog
-from tether.stores._users import UserStore
+from tether.stores import events as event_logs
+from tether.stores.events import SQLiteEventLog, UserStore
 
 if TYPE_CHECKING:
     from tether.serve._app import SECURITY_HEADERS, create_app
@@ -30,10 +30,15 @@ _NEEDS_EXTRA = {
     "RunManager": "tether.serve._runs",
 }
 
+WORKER_APP = "tether.serve._main:app"
+"""The uvicorn factory of a worker process (several workers): it reads its ``ServeConfig`` from
+the ``CONFIG_ENV`` environment variable."""
+
 __all__ = [
     "CONFIG_ENV",
     "LOCAL_OWNER",
     "SECURITY_HEADERS",
+    "WORKER_APP",
     "Caller",
     "RunManager",
     "ServeConfig",
@@ -51,8 +56,7 @@ async def open_user_store(
 ) -> AsyncGenerator[UserStore]:
     """The users and tokens of the service database (SQLite file ``db`` or PostgreSQL ``postgres``)."""
     if postgres is not None:
-        module = importlib.import_module("tether.stores._events_postgres")
-        users = cast(UserStore, module.PostgresEventLog(postgres, schema=schema))
+        users: UserStore = event_logs.PostgresEventLog(postgres, schema=schema)
     else:
         assert db is not None
         users = SQLiteEventLog(db)

@@ -3,12 +3,11 @@ opens the store, the event log and the run manager."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -18,15 +17,15 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+import tether.stores as stores
 from tether.agent import Agent
-from tether.agent._compaction_defaults import default_compaction
+from tether.agent.compaction import default_compaction
 from tether.models import Model
 from tether.stores import SQLiteStore, Store
-from tether.stores._events import EventLog
-from tether.stores._events_sqlite import SQLiteEventLog
-from tether.stores._users import UserStore
+from tether.stores import events as event_logs
+from tether.stores.events import EventLog, SQLiteEventLog, UserStore
 
-from . import _routes_agui, _routes_conversations, _routes_runs
+from . import _routes_conversations, _routes_runs, agui
 from ._api import Api, Call, json_response, read_json
 from ._auth import Authenticator
 from ._config import ServeConfig
@@ -63,7 +62,7 @@ SECURITY_HEADERS: dict[str, str] = {
 API = Api()
 _routes_conversations.register(API)
 _routes_runs.register(API)
-_routes_agui.register(API)
+agui.register(API)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -124,16 +123,14 @@ def _open_backends(config: ServeConfig) -> tuple[Store, EventLog, UserStore]:
         return SQLiteStore(config.db), events, events
     # the postgres extra is optional: its modules load only when a DSN is given (MissingExtra)
     assert config.postgres is not None
-    store_module = importlib.import_module("tether.stores._postgres")
-    events_module = importlib.import_module("tether.stores._events_postgres")
-    pg_events = events_module.PostgresEventLog(
+    pg_events = event_logs.PostgresEventLog(
         config.postgres,
         schema=config.postgres_schema,
         notify=config.notify,
         poll_interval=config.poll_interval,
     )
-    pg_store = store_module.PostgresStore(config.postgres, schema=config.postgres_schema)
-    return cast(Store, pg_store), cast(EventLog, pg_events), cast(UserStore, pg_events)
+    pg_store = stores.PostgresStore(config.postgres, schema=config.postgres_schema)
+    return pg_store, pg_events, pg_events
 
 
 def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:

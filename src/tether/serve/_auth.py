@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from tether.stores._users import UserStore
+from tether.stores.events import UserStore
 
 from ._errors import ApiError
 from ._runs import Caller

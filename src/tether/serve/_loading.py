@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from tether.agent import Tool
-from tether.agent._demo_tools import DEMO_TOOLS
+from tether.agent.demo_tools import DEMO_TOOLS
 from tether.errors import MissingExtra, UserError
 from tether.models import Model, infer_model
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from tether.stores._events import RunRecord
+from tether.stores.events import RunRecord
 
 from ._api import Api, Call, Query, json_response, query_int
 from ._errors import ApiError, check_part_bytes

@@ -42,7 +42,7 @@ from tether.agent import (
 from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
 from tether.messages import ToolCall, new_id
 from tether.stores import Store
-from tether.stores._events import EventLog, RunRecord, RunStatus
+from tether.stores.events import EventLog, RunRecord, RunStatus
 from tether.telemetry import TraceLink, continue_trace, parse_traceparent
 
 from ._errors import ApiError, check_part_bytes

@@ -18,7 +18,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from tether.errors import NotFound
-from tether.stores._events import TERMINAL, EventLog, LoggedEvent, RunRecord
+from tether.stores.events import TERMINAL, EventLog, LoggedEvent, RunRecord
 
 from ._errors import ApiError
 from ._events import TERMINAL_TYPES, event_type

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tether.stores import Store
-from tether.stores._events import EventLog
+from tether.stores.events import EventLog
 
 from ._auth import Authenticator
 from ._config import ServeConfig

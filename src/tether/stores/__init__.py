@@ -23,10 +23,10 @@ from tether.stores._protocol import (
     ToolEffect,
 )
 from tether.stores._records import RECORD_VERSION, CompactionRecord, dumps_record, loads_record
-from tether.stores._sqlite import SQLiteStore
+from tether.stores.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
-    from tether.stores._postgres import PostgresStore
+    from tether.stores.postgres import PostgresStore
 
 __all__ = [
     "RECORD_VERSION",
@@ -53,7 +53,7 @@ def __getattr__(name: str) -> Any:
     # PostgresStore needs the optional psycopg extra: import it on first use, so that
     # ``import tether.stores`` works without it and a missing extra raises MissingExtra then.
     if name == "PostgresStore":
-        from tether.stores._postgres import PostgresStore
+        from tether.stores.postgres import PostgresStore
 
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

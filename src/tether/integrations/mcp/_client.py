@@ -62,8 +62,9 @@ class MCPTools:
     tool names. Guarantees come from the server's annotations (hints from a server you chose to
     trust; see docs/mcp.md): read-only or idempotent tools are idempotent, the others are side
     effects under the ledger, possibly destructive ones need approval (``approval=``, and
-    per tool ``overrides={"name": ToolPolicy(...)}``). ``timeout`` bounds connecting, listing and
-    each call (seconds). Close with ``await tools.aclose()`` or ``Agent.aclose()``.
+    per tool ``overrides={"name": ToolPolicy(...)}``). ``timeout`` bounds listing and each call
+    (seconds); ``connect_timeout`` (default: ``timeout``) bounds starting and initializing.
+    Close with ``await tools.aclose()`` or ``Agent.aclose()``.
     """
 
     def __init__(
@@ -76,14 +77,19 @@ class MCPTools:
         approval: ApprovalPolicy = "destructive",
         overrides: Mapping[str, ToolPolicy] | None = None,
         timeout: float = 60.0,
+        connect_timeout: float | None = None,
         on_failure: Literal["continue", "fail"] = "continue",
     ) -> None:
         if approval not in ("destructive", "all", "none"):
             raise UserError(f"approval must be 'destructive', 'all' or 'none', not {approval!r}")
         if on_failure not in ("continue", "fail"):
             raise UserError(f"on_failure must be 'continue' or 'fail', not {on_failure!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600:  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f"timeout must be seconds between 0 and 3600, not {timeout!r}")
+        for option, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            given: object = value
+            if given is None and option == "connect_timeout":
+                continue
+            if isinstance(given, bool) or not isinstance(given, int | float) or not 0 < given <= 3600:
+                raise UserError(f"{option} must be seconds between 0 and 3600, not {given!r}")
         self._transport = transport
         self.label = label
         self.prefix = prefix
@@ -91,6 +97,7 @@ class MCPTools:
         self.approval: ApprovalPolicy = approval
         self.overrides = dict(overrides or {})
         self.timeout = float(timeout)
+        self.connect_timeout = float(connect_timeout) if connect_timeout is not None else self.timeout
         self.on_failure = on_failure
         self._live: _Live | None = None
         self._listed: list[Tool[Any]] | None = None
@@ -200,15 +207,16 @@ class MCPTools:
         await self._drop()
         self._listed = None
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        ready.add_done_callback(_retrieved)  # a failure after a timeout is not "never retrieved"
         closing = asyncio.Event()
         task = asyncio.create_task(self._hold(ready, closing), name=f"tether-mcp {self.label}")
         try:
-            session = await asyncio.wait_for(asyncio.shield(ready), self.timeout)
+            session = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
         except TimeoutError:
             closing.set()
             task.cancel()
             raise MCPFailure(
-                f"MCP server {self.label}: no answer to initialize within {self.timeout:g}s"
+                f"MCP server {self.label} gave no answer to initialize within {self.connect_timeout:g}s"
             ) from None
         except Exception as exc:
             raise MCPFailure(f"MCP server {self.label} could not be started or reached: {_why(exc)}") from exc
@@ -328,6 +336,11 @@ class MCPTools:
             problem = f"failed: {_why(exc)}"
         await self._drop()
         raise MCPFailure(f"MCP server {self.label} {problem} during {what}")
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _real_file(stream: TextIO) -> TextIO:

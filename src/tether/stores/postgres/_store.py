@@ -1,0 +1,540 @@
+"""``PostgresStore``: many stateless application servers sharing one PostgreSQL database.
+
+psycopg 3 (async) with a ``psycopg_pool`` connection pool. An append locks its conversation row
+(``SELECT ... FOR UPDATE``), so writers of one conversation queue while writers of different
+conversations proceed in parallel; each batch commits atomically. Migrations run once per pool
+under an advisory lock, each named and recorded in ``tether_migrations`` within its transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any, Self
+
+from tether.errors import CorruptRecord, MissingExtra, StoreError, UserError
+from tether.messages import Message
+from tether.stores._common import (
+    CONVERSATION_COLUMNS,
+    batch_facts,
+    check_append,
+    check_batch,
+    check_call,
+    check_claim,
+    check_failed,
+    check_id,
+    check_ids,
+    check_load,
+    check_optional_count,
+    check_paging,
+    check_purge,
+    check_tool_call,
+    check_version,
+    encode_batch,
+    exists,
+    fork_point,
+    id_or_new,
+    idle_filter,
+    load_offset,
+    not_found,
+    now,
+    purge_cutoff,
+    purge_with_hook,
+    reencrypt_batches,
+    unknown_call,
+)
+from tether.stores._crypto import Keyring
+from tether.stores._protocol import (
+    SCAN_BYTES,
+    SCAN_CONVERSATIONS,
+    ConversationInfo,
+    ExpireHook,
+    Loaded,
+    OnCorrupt,
+    SearchResults,
+    ToolEffect,
+)
+from tether.stores._records import CompactionRecord, check_record
+from tether.stores._rows import RowCodec
+from tether.stores._search import check_search, scan_store
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtra("PostgresStore", "postgres", "psycopg[binary] psycopg-pool") from exc
+
+from tether.stores.postgres import _ledger as ledger
+from tether.stores.postgres import _records as recs
+from tether.stores.postgres._schema import migrate, reseal_or_mark
+
+__all__ = ["PostgresStore"]
+
+_Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+_OFF_LOOP_ROWS = 256  # decode bigger loads on a worker thread
+
+
+class PostgresStore:
+    """A ``Store`` in PostgreSQL. ``dsn`` is a libpq connection string; ``schema`` (created if
+    missing) holds the tables, else the server's default search path decides. ``keyring``,
+    ``require_encryption`` and ``clock`` as for ``SQLiteStore``. The pool (``min_size``..
+    ``max_size`` connections) opens on first use or ``async with``; ``StoreError`` if it cannot
+    connect within ``open_timeout`` seconds."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        keyring: Keyring | None = None,
+        require_encryption: bool | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        open_timeout: float = 30.0,
+        clock: Callable[[], float] = now,
+    ) -> None:
+        if schema is not None:
+            schema = check_id(schema, "schema")
+        if not callable(clock):
+            raise UserError("clock must be a function returning seconds since the epoch")
+        self.schema = schema
+        self._codec = RowCodec(keyring, require_encryption)
+        self._clock = clock
+        self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
+            dsn,
+            connection_class=psycopg.AsyncConnection[tuple[Any, ...]],
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True},
+            configure=self._configure,
+        )
+        self._open_timeout = open_timeout
+        self._ready = False
+        self._closed = False
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> Self:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _configure(self, conn: _Conn) -> None:
+        if self.schema is not None:
+            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    async def _open(self) -> AsyncConnectionPool[_Conn]:
+        if self._closed:
+            raise StoreError("PostgresStore is closed")
+        if not self._ready:
+            async with self._lock:
+                if not self._ready:
+                    try:
+                        await self._pool.open(wait=True, timeout=self._open_timeout)
+                        async with self._pool.connection() as conn:
+                            await migrate(conn, self.schema, self._codec)
+                    except psycopg.Error as exc:
+                        raise StoreError(f"PostgreSQL: {exc}") from exc
+                    self._ready = True
+        return self._pool
+
+    async def _writable(self) -> None:
+        """Refuse to write plaintext into a sealed database (its state is read on opening)."""
+        await self._open()
+        self._codec.check_writable()
+
+    @asynccontextmanager
+    async def _tx(self, *, single: bool = False) -> AsyncGenerator[_Conn]:
+        """A pooled connection inside a transaction; ``single``: in autocommit, for one statement
+        that is atomic by itself (saves the BEGIN and COMMIT round trips)."""
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn:
+                if single:
+                    yield conn
+                else:
+                    async with conn.transaction():
+                        yield conn
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL: {exc}") from exc
+
+    @staticmethod
+    async def _row(conn: _Conn, owner: str, conversation_id: str, *, lock: bool = False) -> tuple[Any, ...]:
+        cursor = await conn.execute(
+            f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = %s AND id = %s"
+            + (" FOR SHARE" if lock else ""),
+            (owner, conversation_id),
+        )
+        row = await cursor.fetchone()
+        if row is None:
+            raise not_found(conversation_id)
+        return row
+
+    # -- the Store protocol -------------------------------------------------------------------
+    async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
+        """See ``Store.create``."""
+        owner = check_id(owner, "owner")
+        cid = id_or_new(conversation_id, "conversation_id")
+        t = self._clock()
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO tether_conversations (owner, id, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (owner, id) DO NOTHING RETURNING pk",
+                (owner, cid, t, t),
+            )
+            if await cursor.fetchone() is None and not exist_ok:
+                existing = await self._row(conn, owner, cid)
+                raise exists(cid, existing[2])
+        return cid
+
+    async def append(
+        self,
+        owner: str,
+        conversation_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_version: int | None = None,
+    ) -> int:
+        """See ``Store.append``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        check_append(messages, expected_version)
+        encoded = encode_batch(messages)
+        facts = batch_facts(messages)
+        codec = self._codec
+        await self._writable()
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                "SELECT pk, version, preview IS NULL, open_effects FROM tether_conversations "
+                "WHERE owner = %s AND id = %s FOR UPDATE",
+                (owner, conversation_id),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                raise not_found(conversation_id)
+            pk, version, no_preview, open_effects = row
+            check_version(conversation_id, expected_version, version)
+            if not encoded:
+                return version
+            rows = codec.seal(owner, conversation_id, version + 1, encoded)
+            new_version = version + len(encoded)
+            preview_key, preview = codec.seal_preview(
+                owner, conversation_id, facts.preview if no_preview else None
+            )
+            # one round trip: insert the batch and move the version
+            await conn.execute(
+                "WITH batch AS (INSERT INTO tether_messages (conversation, seq, key_id, data) "
+                "SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::bytea[])) "
+                "UPDATE tether_conversations SET version = %s, updated_at = %s, "
+                "last_model = COALESCE(%s, last_model), preview_key = COALESCE(%s, preview_key), "
+                "preview = COALESCE(%s, preview) WHERE pk = %s",
+                (
+                    pk,
+                    [r[0] for r in rows],
+                    [r[1] for r in rows],
+                    [r[2] for r in rows],
+                    new_version,
+                    self._clock(),
+                    facts.last_model,
+                    preview_key,
+                    preview,
+                    pk,
+                ),
+            )
+            if open_effects and facts.results:  # results stored: close their ledger entries
+                await conn.execute(
+                    "WITH closed AS (UPDATE tether_tool_effects e SET stored_seq = %s "
+                    "FROM unnest(%s::text[], %s::text[]) AS r(run_id, call_id) "
+                    "WHERE e.conversation = %s AND e.call_id = r.call_id AND e.stored_seq IS NULL "
+                    "AND (r.run_id IS NULL OR e.run_id = r.run_id) RETURNING 1) "
+                    "UPDATE tether_conversations "
+                    "SET open_effects = open_effects - (SELECT count(*) FROM closed) WHERE pk = %s",
+                    (
+                        new_version,
+                        [run_id for run_id, _ in facts.results],
+                        [call_id for _, call_id in facts.results],
+                        pk,
+                        pk,
+                    ),
+                )
+            return new_version
+
+    async def load(
+        self,
+        owner: str,
+        conversation_id: str,
+        *,
+        tail: int | None = None,
+        since: int | None = None,
+        on_corrupt: OnCorrupt = "raise",
+    ) -> Loaded:
+        """See ``Store.load``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        check_load(tail, since, on_corrupt)
+        async with self._tx() as conn:
+            # one snapshot for the version and the rows, even if the conversation is deleted meanwhile
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            cursor = await conn.execute(
+                "SELECT pk, version FROM tether_conversations WHERE owner = %s AND id = %s",
+                (owner, conversation_id),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                raise not_found(conversation_id)
+            pk, version = row
+            if version < 0:
+                raise CorruptRecord(
+                    f"conversation row holds version {version}", conversation_id=conversation_id, seq=0
+                )
+            offset = load_offset(conversation_id, version, tail, since)
+            cursor = await conn.execute(
+                "SELECT seq, key_id, data FROM tether_messages "
+                "WHERE conversation = %s AND seq > %s AND seq <= %s ORDER BY seq",
+                (pk, offset, version),
+                binary=True,
+            )
+            rows = await cursor.fetchall()
+
+        def decode() -> tuple[list[Message], list[Any]]:
+            return self._codec.decode_rows(owner, conversation_id, rows, offset + 1, version, on_corrupt)
+
+        messages, bad = await asyncio.to_thread(decode) if len(rows) > _OFF_LOOP_ROWS else decode()
+        return Loaded(conversation_id, tuple(messages), version, offset, tuple(bad))
+
+    async def conversations(
+        self, owner: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[ConversationInfo]:
+        """See ``Store.conversations``."""
+        owner = check_id(owner, "owner")
+        limit, offset = check_paging(limit, offset)
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = %s "
+                "ORDER BY updated_at DESC, pk DESC LIMIT %s OFFSET %s",
+                (owner, limit, offset),
+            )
+            rows = await cursor.fetchall()
+        return [self._codec.info(owner, r) for r in rows]
+
+    async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
+        """See ``Store.info``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        async with self._tx() as conn:
+            row = await self._row(conn, owner, conversation_id)
+        return self._codec.info(owner, row)
+
+    async def fork(
+        self,
+        owner: str,
+        conversation_id: str,
+        at_version: int | None = None,
+        new_id: str | None = None,
+    ) -> str:
+        """See ``Store.fork``. Encrypted rows are re-sealed for the new conversation."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        at_version = check_optional_count(at_version, "at_version")
+        target = id_or_new(new_id, "new_id")
+        codec = self._codec
+        await self._writable()
+        async with self._tx() as conn:
+            source = await self._row(conn, owner, conversation_id, lock=True)  # not deleted mid-copy
+            pk, at = source[0], fork_point(at_version, source[2])
+            cursor = await conn.execute(
+                "SELECT seq, key_id, data FROM tether_messages "
+                "WHERE conversation = %s AND seq <= %s ORDER BY seq",
+                (pk, at),
+                binary=True,
+            )
+            rows = await cursor.fetchall()
+            messages, _ = codec.decode_rows(owner, conversation_id, rows, 1, at, "raise")
+            facts = batch_facts(messages)
+            preview_key, preview = codec.seal_preview(owner, target, facts.preview)
+            t = self._clock()
+            cursor = await conn.execute(
+                "INSERT INTO tether_conversations (owner, id, version, created_at, updated_at, preview_key, "
+                "preview, last_model, forked_from, forked_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (owner, id) DO NOTHING RETURNING pk",
+                (owner, target, at, t, t, preview_key, preview, facts.last_model, conversation_id, at),
+            )
+            created = await cursor.fetchone()
+            if created is None:
+                existing = await self._row(conn, owner, target)
+                raise exists(target, existing[2])
+            copied = codec.copy_rows(owner, conversation_id, target, rows)
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO tether_messages (conversation, seq, key_id, data) VALUES (%s, %s, %s, %s)",
+                    [(created[0], *r) for r in copied],
+                )
+            await recs.copy_records(conn, codec, owner, (conversation_id, pk), (target, created[0]), at)
+        return target
+
+    async def delete(self, owner: str, conversation_id: str) -> None:
+        """See ``Store.delete`` (messages, ledger entries, records and index rows go by
+        ``ON DELETE CASCADE``)."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM tether_conversations WHERE owner = %s AND id = %s", (owner, conversation_id)
+            )
+            if cursor.rowcount != 1:
+                raise not_found(conversation_id)
+
+    async def purge(
+        self,
+        older_than: timedelta,
+        *,
+        owner: str | None = None,
+        on_expire: ExpireHook | None = None,
+    ) -> int:
+        """See ``Store.purge`` and ``SQLiteStore.purge``."""
+        check_purge(older_than, owner, on_expire)
+        owner = None if owner is None else check_id(owner, "owner")
+        t = self._clock()
+        cutoff = purge_cutoff(t, older_than)
+        where, params = idle_filter(cutoff, owner, "%s")
+        async with self._tx() as conn:
+            await ledger.purge_guards(conn, t)
+        if on_expire is None:
+            async with self._tx() as conn:
+                cursor = await conn.execute(f"DELETE FROM tether_conversations WHERE {where}", params)
+                return cursor.rowcount
+        async with self._tx() as conn:
+            cursor = await conn.execute(f"SELECT owner, id FROM tether_conversations WHERE {where}", params)
+            idle = [(str(r[0]), str(r[1])) for r in await cursor.fetchall()]
+
+        async def delete_if_unchanged(o: str, cid: str, version: int) -> bool:
+            async with self._tx() as conn:
+                cursor = await conn.execute(
+                    "DELETE FROM tether_conversations WHERE owner = %s AND id = %s AND version = %s "
+                    "AND updated_at < %s",
+                    (o, cid, version, cutoff),
+                )
+                return cursor.rowcount == 1
+
+        return await purge_with_hook(self, idle, on_expire, delete_if_unchanged)
+
+    async def record_tool_started(
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        call_id: str,
+        tool_name: str,
+        arguments: str,
+    ) -> bool:
+        """See ``Store.record_tool_started``. Arguments are encrypted like messages."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        run_id, call_id, tool_name, arguments = check_tool_call(run_id, call_id, tool_name, arguments)
+        await self._writable()
+        sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
+        async with self._tx() as conn:
+            pk = (await self._row(conn, owner, conversation_id))[0]
+            return await ledger.start_call(conn, pk, run_id, call_id, tool_name, sealed, self._clock())
+
+    async def record_tool_finished(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
+    ) -> None:
+        """See ``Store.record_tool_finished``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        run_id, call_id = check_call(run_id, call_id)
+        failed = check_failed(failed)
+        async with self._tx() as conn:
+            pk = (await self._row(conn, owner, conversation_id))[0]
+            if not await ledger.finish_call(conn, pk, run_id, call_id, failed, self._clock()):
+                raise unknown_call(call_id, run_id)
+
+    async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
+        """See ``Store.pending_tool_effects``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        async with self._tx() as conn:
+            rows = await ledger.pending_rows(conn, (await self._row(conn, owner, conversation_id))[0])
+        return self._codec.effects(owner, conversation_id, rows)
+
+    async def claim_token(self, digest: str, expires_at: float) -> bool:
+        """See ``Store.claim_token``. One statement: stores of every process on the same tables
+        agree on the single winner."""
+        digest, expires_at = check_claim(digest, expires_at)
+        async with self._tx(single=True) as conn:  # one statement: atomic on its own
+            return await ledger.claim(conn, digest, expires_at, self._clock())
+
+    # -- compaction records and search ---------------------------------------------------------------
+    async def append_record(self, owner: str, record: CompactionRecord) -> None:
+        """See ``Store.append_record``. Sealed like messages when the store has a keyring."""
+        owner = check_id(owner, "owner")
+        record = check_record(record)
+        await self._writable()
+        async with self._tx() as conn:
+            row = await self._row(conn, owner, record.conversation_id, lock=True)
+            await recs.append_record(conn, self._codec, owner, record, row[0], row[2])
+
+    async def latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
+        """See ``Store.latest_record``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        async with self._tx() as conn:
+            pk = (await self._row(conn, owner, conversation_id))[0]
+            return await recs.latest_record(conn, self._codec, owner, conversation_id, pk)
+
+    async def records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
+        """See ``Store.records``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        async with self._tx() as conn:
+            pk = (await self._row(conn, owner, conversation_id))[0]
+            return await recs.records(conn, self._codec, owner, conversation_id, pk)
+
+    async def delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
+        """See ``Store.delete_record``."""
+        owner, conversation_id = check_ids(owner, conversation_id)
+        record_id = check_id(record_id, "record_id")
+        async with self._tx() as conn:
+            pk = (await self._row(conn, owner, conversation_id))[0]
+            await recs.delete_record(conn, conversation_id, pk, record_id)
+
+    async def search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 20,
+        max_conversations: int = SCAN_CONVERSATIONS,
+        max_bytes: int = SCAN_BYTES,
+    ) -> SearchResults:
+        """See ``Store.search``: full-text search (``tsvector`` of the words between punctuation,
+        GIN, ``ts_rank_cd``) over the owner's plaintext messages, the index catching up first. With a
+        keyring no index is written: the owner's conversations are decrypted and scanned, bounded
+        (``max_conversations``, ``max_bytes``)."""
+        owner = check_id(owner, "owner")
+        terms, limit, max_conversations, max_bytes = check_search(query, limit, max_conversations, max_bytes)
+        if self._codec.keyring is not None:
+            return await scan_store(
+                self, owner, query, limit=limit, max_conversations=max_conversations, max_bytes=max_bytes
+            )
+        async with self._tx() as conn:
+            hits, count = await recs.fts_search(conn, owner, terms, limit)
+        return SearchResults(tuple(hits), "postgres", count)
+
+    # -- maintenance --------------------------------------------------------------------------
+    async def reencrypt(self, *, batch: int = 500) -> int:
+        """Re-seal every row not sealed with the keyring's current key, then record the database
+        as sealed; see ``SQLiteStore.reencrypt``."""
+        size = check_batch(batch)
+        codec = self._codec
+
+        async def one_batch(current: str) -> int:
+            async with self._tx() as conn:
+                return await reseal_or_mark(conn, codec, current, size)
+
+        total = await reencrypt_batches(codec.current, one_batch)
+        codec.settle(True)
+        return total
+
+    async def close(self) -> None:
+        """Close the pool. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            await self._pool.close()
