@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from tests.serve._serve_support import Database, Server, add_user
 
 from tether import ToolCall, ToolResult, assistant, tool, user
 from tether.integrations.mcp import history_server
-from tether.stores import SQLiteStore
+from tether.stores import MemoryStore, SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_WORD = "zanzibar-7781"
@@ -334,3 +335,16 @@ async def test_in_process_lone_surrogates_reach_the_tools_and_are_refused(db: Pa
             assert result.is_error, name
             assert "unicode" in text(result).lower()
         assert not (await client.call_tool("list_conversations", {})).is_error
+
+
+def test_building_the_server_leaves_the_applications_logging_alone() -> None:
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    root.handlers[:] = []  # an application that configured nothing (the SDK would, if let)
+    try:
+        history_server(MemoryStore(), "alice")
+        assert root.handlers == []
+        assert root.level == saved[0]
+    finally:
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]
