@@ -229,6 +229,28 @@ def _agui_section() -> list[str]:
     return lines
 
 
+_OPENAI_AGENTS = """
+## OpenAI Agents SDK session
+
+`tether.integrations.openai_agents.TetherSession` (extra `openai-agents`; tested with
+openai-agents 0.24.0) implements the SDK's session protocol over any tether store
+([docs/openai-agents.md](openai-agents.md), decisions in
+[ADR 0019](adr/0019-openai-agents-session.md)). Items convert with `from_openai_agents` /
+`to_openai_agents` (the Responses mapping above); what they cannot carry is logged on
+`tether.integrations.openai_agents`.
+
+| Session | tether |
+|---|---|
+| `get_items(limit)`, `session_settings.limit` | the stored messages' items (last `limit`), markers applied |
+| `add_items(items)` | one atomic append of the converted messages |
+| `pop_item()` | a pop marker appended (checked against the version read; the log is never rewritten) |
+| `clear_session()` | a clear marker appended |
+| items the SDK writes (messages, reasoning, function calls, outputs, handoffs) | returned equal |
+| hosted-tool items, annotations, `provider_data` | dropped, logged |
+"""
+"""The OpenAI Agents SDK session section (tether.integrations.openai_agents)."""
+
+
 _IMPORT_HEADER = """
 ## What import cannot carry
 
@@ -341,6 +363,7 @@ def render() -> str:
     lines.append(_RESPONSES_IDS)
     lines += _import_section()
     lines += _agui_section()
+    lines += _OPENAI_AGENTS.lstrip("\n").split("\n")
     lines += mcp_section()
     return "\n".join(lines).rstrip("\n") + "\n"
 
