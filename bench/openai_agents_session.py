@@ -1,6 +1,7 @@
 """TetherSession beside the OpenAI Agents SDK's own SQLiteSession, both on a SQLite file.
 
     python -m bench.openai_agents_session [--quick]
+    python -m bench.openai_agents_session --smoke   # a few turns: that it runs (CI)
 
 What a ``Runner`` does per turn against its session: ``get_items()`` (the whole history), then
 ``add_items`` of the prompt, of a reasoning item with a tool call and its output, and of the
@@ -93,8 +94,8 @@ async def measure(name: str, session: Any, checkpoints: list[int]) -> dict[str, 
     return results
 
 
-async def main(quick: bool) -> None:
-    checkpoints = [10, 50] if quick else [10, 100, 500]
+async def main(quick: bool, smoke: bool = False) -> None:
+    checkpoints = [2, 4] if smoke else [10, 50] if quick else [10, 100, 500]
     with tempfile.TemporaryDirectory() as tmp:
         sdk = SQLiteSession("bench", str(Path(tmp) / "sdk.db"))
         store = SQLiteStore(Path(tmp) / "tether.db")
@@ -110,4 +111,4 @@ async def main(quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main("--quick" in sys.argv))
+    asyncio.run(main("--quick" in sys.argv, "--smoke" in sys.argv))
