@@ -230,6 +230,40 @@ async def test_a_hanging_server_is_bounded_by_the_timeout(counts: Path) -> None:
     assert result.output == "it hung"
 
 
+GARBAGE_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    method, ident = message.get("method"), message.get("id")
+    if method == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "garbage", "version": "0"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "g", "inputSchema": {"type": "object"},
+                             "annotations": {"readOnlyHint": True}}]}
+    elif method == "tools/call":
+        print("this is not JSON-RPC", flush=True)
+        result = {"content": "not a list of blocks", "isError": "maybe"}
+    else:
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}), flush=True)
+"""
+
+
+async def test_a_server_answering_garbage_mid_run_is_a_failed_call(tmp_path: Path) -> None:
+    server = tmp_path / "garbage_server.py"
+    server.write_text(GARBAGE_SERVER)
+    tools = MCPTools.stdio([sys.executable, str(server)], timeout=5, connect_timeout=60)
+    script = Script(calls(("c1", "g", "{}")), "went on")
+    async with Agent(script.model, tools=[tools]) as agent:
+        result = await asyncio.wait_for(agent.run("go"), 60)
+    answer = result.messages[2].tool_results[0]
+    assert answer.failed
+    assert "MCPFailure" in answer.text
+    assert "garbage_server.py" in answer.text
+    assert result.output == "went on"
+
+
 async def test_a_command_that_is_not_an_mcp_server_fails_the_run_clearly(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.py"
     garbage.write_text("import sys\nfor line in sys.stdin:\n    print('not json', flush=True)\n")
