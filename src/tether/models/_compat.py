@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tether.errors import MissingExtra, UserError
 from tether.models._base import Profile
+from tether.models._compat_aisdk import AISDK
 from tether.models._compat_mcp import mcp_section
 from tether.models._limits import ANTHROPIC_LIMITS, GEMINI_LIMITS, OPENAI_LIMITS, Limits
 from tether.models._registry import PROVIDERS
@@ -217,9 +218,11 @@ What AG-UI cannot carry to a client:
 """The AG-UI section: prose, and (header, rows) tables."""
 
 
-def _agui_section() -> list[str]:
+def _agui_section(
+    items: tuple[str | tuple[tuple[str, str], list[tuple[str, str]]], ...] = _AGUI,
+) -> list[str]:
     lines: list[str] = []
-    for item in _AGUI:
+    for item in items:
         if isinstance(item, str):
             lines += item.split("\n")
         else:
@@ -363,6 +366,7 @@ def render() -> str:
     lines.append(_RESPONSES_IDS)
     lines += _import_section()
     lines += _agui_section()
+    lines += _agui_section(AISDK)  # the same shape: prose and two-column tables
     lines += _OPENAI_AGENTS.lstrip("\n").split("\n")
     lines += mcp_section()
     return "\n".join(lines).rstrip("\n") + "\n"

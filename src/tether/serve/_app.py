@@ -25,7 +25,7 @@ from tether.stores import SQLiteStore, Store
 from tether.stores import events as event_logs
 from tether.stores.events import EventLog, SQLiteEventLog, UserStore
 
-from . import _routes_conversations, _routes_runs, agui
+from . import _routes_conversations, _routes_runs, agui, aisdk
 from ._api import Api, Call, json_response, read_json
 from ._auth import Authenticator
 from ._config import ServeConfig
@@ -63,6 +63,7 @@ API = Api()
 _routes_conversations.register(API)
 _routes_runs.register(API)
 agui.register(API)
+aisdk.register(API)  # the AI SDK's chat stream (docs/ai-sdk.md)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

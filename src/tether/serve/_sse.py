@@ -27,6 +27,7 @@ __all__ = [
     "REVOKED",
     "SSE_HEADERS",
     "Allowed",
+    "Slot",
     "StreamSlots",
     "check_resume_point",
     "event_stream",
@@ -55,6 +56,10 @@ class _Slot:
         if self._slots is not None:
             self._slots.give_back(self._owner)
             self._slots = None
+
+
+Slot = _Slot
+"""One open stream's place (``StreamSlots.take``)."""
 
 
 class StreamSlots:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 
-from tether.errors import ConflictError, EncryptionError, NotFound, StoreError, UserError
-from tether.messages import Message, Text, ToolResult, dumps_message, new_id
+from tether.errors import ConflictError, DecodeError, EncryptionError, NotFound, StoreError, UserError
+from tether.messages import Message, Text, ToolResult, dumps_message, loads_message, new_id
 from tether.stores._protocol import ExpireHook, OnCorrupt, Store
 
 __all__ = [
@@ -198,13 +198,24 @@ def check_batch(batch: object) -> int:
 
 def encode_batch(messages: Sequence[Message]) -> list[bytes]:
     """The tether JSON of each message of an append (done before any lock is taken); a message
-    the contract cannot carry is a ``UserError`` naming its index in the batch."""
+    the contract cannot carry is a ``UserError`` naming its index in the batch.
+
+    Each encoding is read back as every store's reader reads it: a message built with a value
+    of the wrong type (``Usage(input_tokens=True)``, ``Text(5)``: constructors do not check
+    types) encodes, but its row would answer ``CorruptRecord`` forever. No store writes a row
+    its own reader refuses."""
     encoded: list[bytes] = []
     for index, message in enumerate(messages):
         try:
-            encoded.append(dumps_message(message))
+            data = dumps_message(message)
+            loads_message(data)
+        except DecodeError as exc:
+            raise UserError(
+                f"append: item {index} would be stored as a record no reader accepts: {exc}"
+            ) from None
         except UserError as exc:
             raise UserError(f"append: item {index}: {exc}") from None
+        encoded.append(data)
     return encoded
 
 

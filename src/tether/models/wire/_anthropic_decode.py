@@ -24,7 +24,7 @@ from tether.messages import (
 )
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from tether.models.wire._common import ConversionReport
-from tether.models.wire._json import b64decode, fail, obj, seq, string
+from tether.models.wire._json import b64decode, fail, obj, seq, string, token_count
 
 __all__ = [
     "PROVIDER",
@@ -221,12 +221,11 @@ def decode_usage(raw: object) -> Usage:
     usage = cast(Mapping[str, Any], raw)
 
     def count(key: str) -> int:
-        value = usage.get(key)
-        return value if isinstance(value, int) else 0
+        return token_count(usage.get(key))
 
     read, write = count("cache_read_input_tokens"), count("cache_creation_input_tokens")
     return Usage(
-        input_tokens=count("input_tokens") + read + write,
+        input_tokens=token_count(count("input_tokens") + read + write),
         output_tokens=count("output_tokens"),
         cache_read_tokens=read,
         cache_write_tokens=write,

@@ -12,7 +12,7 @@ from tether.errors import DecodeError
 from tether.messages import Message, Part, Reasoning, Text, ToolCall, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from tether.models.wire._common import ConversionReport, fallback_id
-from tether.models.wire._json import obj, opt_obj, opt_str, seq, string
+from tether.models.wire._json import obj, opt_obj, opt_str, seq, string, token_count
 
 __all__ = [
     "JSON",
@@ -74,10 +74,10 @@ def decode_usage(raw: object) -> Usage:
     cached = opt_obj(usage.get("prompt_tokens_details")).get("cached_tokens")
     reasoning = opt_obj(usage.get("completion_tokens_details")).get("reasoning_tokens")
     return Usage(
-        input_tokens=usage.get("prompt_tokens") or 0,
-        output_tokens=usage.get("completion_tokens") or 0,
-        cache_read_tokens=cached or 0,
-        reasoning_tokens=reasoning or 0,
+        input_tokens=token_count(usage.get("prompt_tokens")),
+        output_tokens=token_count(usage.get("completion_tokens")),
+        cache_read_tokens=token_count(cached),
+        reasoning_tokens=token_count(reasoning),
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from tether.models._base import ModelResponse
 from tether.models.wire._common import ConversionReport, Loss
-from tether.models.wire._json import b64decode, fail, obj, opt_str, seq, string
+from tether.models.wire._json import b64decode, fail, obj, opt_obj, opt_str, seq, string, token_count
 
 __all__ = ["PROVIDER", "decode_messages", "decode_response"]
 
@@ -247,13 +247,13 @@ def _usage(raw: object) -> Usage:
     if not isinstance(raw, Mapping):
         return Usage()
     usage = cast(Mapping[str, Any], raw)
-    inp = cast(Mapping[str, Any], usage.get("input_tokens_details") or {})
-    out = cast(Mapping[str, Any], usage.get("output_tokens_details") or {})
+    inp = opt_obj(usage.get("input_tokens_details"))
+    out = opt_obj(usage.get("output_tokens_details"))
     return Usage(
-        input_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
-        cache_read_tokens=int(inp.get("cached_tokens") or 0),
-        reasoning_tokens=int(out.get("reasoning_tokens") or 0),
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        cache_read_tokens=token_count(inp.get("cached_tokens")),
+        reasoning_tokens=token_count(out.get("reasoning_tokens")),
     )
 
 
