@@ -19,11 +19,13 @@ from tether.stores._protocol import ExpireHook, OnCorrupt, Store
 
 __all__ = [
     "CONVERSATION_COLUMNS",
+    "DELETED",
     "GUARD_PURGE_BATCH",
     "MAX_COUNT",
     "MAX_ID_CHARS",
     "MIGRATION_FAMILIES",
     "PREVIEW_CHARS",
+    "UNDELETE",
     "BatchFacts",
     "batch_facts",
     "check_append",
@@ -41,6 +43,7 @@ __all__ = [
     "check_tool_call",
     "check_version",
     "conflict",
+    "deleted",
     "encode_batch",
     "exists",
     "fork_point",
@@ -294,6 +297,24 @@ def unknown_call(call_id: str, run_id: str) -> NotFound:
 def not_found(conversation_id: str) -> NotFound:
     """The one NotFound every store raises: identical for a missing and a foreign conversation."""
     return NotFound(f"no conversation {conversation_id!r}")
+
+
+DELETED = "SELECT 1 FROM tether_deleted WHERE owner = ? AND id = ?"
+"""Whether ``(owner, id)`` names a deleted conversation (``?`` placeholders)."""
+UNDELETE = "DELETE FROM tether_deleted WHERE owner = ? AND id = ?"
+"""An explicit ``create`` of a deleted conversation's id: a new conversation, no longer deleted."""
+
+
+def deleted(conversation_id: str) -> ConflictError:
+    """The error of ``create(..., exist_ok=True)`` (a run's lazy creation) on the id of a deleted
+    conversation: a deleted conversation stays deleted; only an explicit ``create`` of the id
+    makes a new one."""
+    return ConflictError(
+        f"conversation {conversation_id!r} was deleted: it is not created again implicitly "
+        "(create it explicitly to start a new one under that id)",
+        expected=0,
+        actual=0,
+    )
 
 
 def exists(conversation_id: str, version: int) -> ConflictError:

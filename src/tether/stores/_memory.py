@@ -27,6 +27,7 @@ from tether.stores._common import (
     check_purge,
     check_tool_call,
     check_version,
+    deleted,
     encode_batch,
     exists,
     fork_point,
@@ -97,6 +98,8 @@ class MemoryStore:
 
     def __init__(self, *, clock: Callable[[], float] = now) -> None:
         self._data: dict[tuple[str, str], _Conversation] = {}
+        self._deleted: set[tuple[str, str]] = set()
+        """Deleted conversations' ``(owner, id)``: never created again (as the SQL stores)."""
         self._lock = threading.Lock()
         self._clock = clock
         self._pks = itertools.count(1)
@@ -130,6 +133,9 @@ class MemoryStore:
                 if exist_ok:
                     return cid
                 raise exists(cid, len(existing.messages))
+            if exist_ok and (owner, cid) in self._deleted:
+                raise deleted(cid)
+            self._deleted.discard((owner, cid))
             t = self._clock()
             self._data[(owner, cid)] = _Conversation(next(self._pks), created_at=t, updated_at=t)
         return cid
@@ -218,6 +224,7 @@ class MemoryStore:
             at = fork_point(at_version, len(c.messages))
             if (owner, target) in self._data:
                 raise exists(target, len(self._data[(owner, target)].messages))
+            self._deleted.discard((owner, target))
             copied = c.messages[:at]
             facts = batch_facts(copied)
             t = self._clock()
@@ -239,6 +246,7 @@ class MemoryStore:
         with self._lock:
             self._get(owner, conversation_id)
             del self._data[(owner, conversation_id)]
+            self._deleted.add((owner, conversation_id))
 
     async def purge(
         self,
@@ -262,6 +270,7 @@ class MemoryStore:
             if on_expire is None:
                 for key in idle:
                     del self._data[key]
+                    self._deleted.add(key)
                 return len(idle)
 
         async def delete_if_unchanged(o: str, cid: str, version: int) -> bool:
@@ -270,6 +279,7 @@ class MemoryStore:
                 if c is None or len(c.messages) != version or c.updated_at >= cutoff:
                     return False
                 del self._data[(o, cid)]
+                self._deleted.add((o, cid))
                 return True
 
         return await purge_with_hook(self, idle, on_expire, delete_if_unchanged)

@@ -20,6 +20,7 @@ import msgspec
 from starlette.responses import Response
 
 from tether.agent import Tool
+from tether.errors import StoreError
 from tether.messages import Message
 from tether.models.wire import ConversionReport
 from tether.stores.events import RunRecord
@@ -31,7 +32,7 @@ from .._events import TERMINAL_TYPES
 from .._routes_runs import check_prompt
 from .._runs import decode_pause
 from .._schemas import Decision, DecisionsIn
-from .._sse import SlotStream, follow_log
+from .._sse import UNAVAILABLE, SlotStream, follow_log
 from ._events import Translator, agui_messages, encode, interrupt_id
 from ._input import (
     Origin,
@@ -250,8 +251,12 @@ async def _stream(call: Call[RunAgentInput], plan: _Plan) -> AsyncIterator[bytes
                     yield encode(out)
             if translator.done:
                 return
-    except ApiError as exc:  # the caller's token was revoked while the stream was open
-        yield encode({"type": "RUN_ERROR", "message": exc.message, "code": "unauthorized"})
+    except ApiError as exc:  # the token was revoked, or the run deleted, while the stream was open
+        code = "not_found" if exc.status == 404 else "unauthorized"
+        yield encode({"type": "RUN_ERROR", "message": exc.message, "code": code})
+    except StoreError as exc:  # the database went away (no traceback: nothing here is a bug)
+        log.error("ag-ui stream of run %s: the event log failed: %s", run_id, exc)
+        yield encode({"type": "RUN_ERROR", "message": UNAVAILABLE, "code": "unavailable"})
     except Exception:
         log.exception("ag-ui stream of run %s failed", run_id)
         yield encode({"type": "RUN_ERROR", "message": "internal error", "code": "internal"})

@@ -18,6 +18,8 @@ from tether.errors import CorruptRecord, MissingExtra, StoreError, UserError
 from tether.messages import Message
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
+    DELETED,
+    UNDELETE,
     batch_facts,
     check_append,
     check_batch,
@@ -32,6 +34,7 @@ from tether.stores._common import (
     check_purge,
     check_tool_call,
     check_version,
+    deleted,
     encode_batch,
     exists,
     fork_point,
@@ -187,9 +190,15 @@ class PostgresStore:
                 "VALUES (%s, %s, %s, %s) ON CONFLICT (owner, id) DO NOTHING RETURNING pk",
                 (owner, cid, t, t),
             )
-            if await cursor.fetchone() is None and not exist_ok:
+            if await cursor.fetchone() is None:
+                if exist_ok:
+                    return cid
                 existing = await self._row(conn, owner, cid)
                 raise exists(cid, existing[2])
+            if exist_ok:
+                await _refuse_deleted(conn, owner, cid)
+            else:
+                await conn.execute(UNDELETE.replace("?", "%s"), (owner, cid))
         return cid
 
     async def append(
@@ -365,6 +374,7 @@ class PostgresStore:
             if created is None:
                 existing = await self._row(conn, owner, target)
                 raise exists(target, existing[2])
+            await conn.execute(UNDELETE.replace("?", "%s"), (owner, target))
             copied = codec.copy_rows(owner, conversation_id, target, rows)
             async with conn.cursor() as cur:
                 await cur.executemany(
@@ -538,3 +548,12 @@ class PostgresStore:
         if not self._closed:
             self._closed = True
             await self._pool.close()
+
+
+async def _refuse_deleted(conn: _Conn, owner: str, cid: str) -> None:
+    """``deleted`` when ``(owner, cid)`` was a deleted conversation. Checked after the insert, in
+    its transaction: an insert that waited on the row of a delete committing meanwhile sees the
+    delete's record here (a statement's snapshot starts after that wait), and rolls back."""
+    cursor = await conn.execute(DELETED.replace("?", "%s"), (owner, cid))
+    if await cursor.fetchone() is not None:
+        raise deleted(cid)

@@ -16,6 +16,8 @@ from tether.errors import CorruptRecord, StoreError, TetherError
 from tether.messages import Message
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
+    DELETED,
+    UNDELETE,
     batch_facts,
     check_append,
     check_batch,
@@ -30,6 +32,7 @@ from tether.stores._common import (
     check_purge,
     check_tool_call,
     conflict,
+    deleted,
     encode_batch,
     exists,
     fork_point,
@@ -87,6 +90,10 @@ class SQLiteStore(SQLiteSearch):
                 if exist_ok:
                     return cid
                 raise exists(cid, row[0])
+            if not exist_ok:
+                conn.execute(UNDELETE, (owner, cid))
+            elif conn.execute(DELETED, (owner, cid)).fetchone() is not None:
+                raise deleted(cid)
             t = self._clock()
             conn.execute(
                 "INSERT INTO tether_conversations (owner, id, created_at, updated_at) VALUES (?, ?, ?, ?)",
@@ -253,6 +260,7 @@ class SQLiteStore(SQLiteSearch):
             ).fetchone()
             if existing is not None:
                 raise exists(target, existing[0])
+            conn.execute(UNDELETE, (owner, target))
             rows = conn.execute(
                 "SELECT seq, key_id, data FROM tether_messages WHERE id > ? AND id <= ? ORDER BY id",
                 (pk * _SPAN, pk * _SPAN + at),
