@@ -10,6 +10,7 @@ shows that per-step work does not grow with the history.
     python -m bench.agent --quick    # fewer repetitions
     python -m bench.agent --telemetry [--quick]   # telemetry overhead columns only
     python -m bench.agent --compaction [--quick]  # the step cost with and without compaction
+    python -m bench.agent --smoke    # all three tables once, tiny sizes: that they run (CI)
 
 Telemetry overhead: the marginal step cost and the 10-step run of tether with telemetry off and
 OpenTelemetry not imported (``off``), with the API imported and no provider configured
@@ -41,6 +42,10 @@ from tether.models.testing import FunctionInfo, FunctionModel
 STEPS = 10
 LONG = 200  # steps of the run that measures the marginal cost of one step
 SIZES = (0, 1_000, 10_000)
+SMOKE = "--smoke" in sys.argv
+"""Every table once with tiny sizes and one repetition (the telemetry columns' processes too)."""
+if SMOKE:
+    LONG, SIZES = 20, (0, 100)
 
 
 def history(n: int) -> list[Message]:
@@ -218,7 +223,7 @@ async def measure(run: Callable[[Any], Awaitable[Any]], h: Any, repeat: int) -> 
     """Median seconds per run (after one warm-up run)."""
     await run(h)
     times: list[float] = []
-    for _ in range(max(repeat, 3)):
+    for _ in range(1 if SMOKE else max(repeat, 3)):
         t0 = time.perf_counter()
         await run(h)
         times.append(time.perf_counter() - t0)
@@ -230,8 +235,8 @@ async def main(quick: bool) -> None:
     print(f"{'history':>8} {'framework':<12} {'ms/run':>10} {'ms/step':>9} {'vs tether':>10}")
     for n in SIZES:
         h = history(n)
-        repeat = {0: 200, 1_000: 20, 10_000: 3}[n] // (4 if quick else 1) or 1
-        peer_repeat = {0: 50, 1_000: 5, 10_000: 2}[n] // (2 if quick else 1) or 1
+        repeat = {0: 200, 1_000: 20, 10_000: 3}.get(n, 1) // (4 if quick else 1) or 1
+        peer_repeat = {0: 50, 1_000: 5, 10_000: 2}.get(n, 1) // (2 if quick else 1) or 1
         t_tether = await measure(tether_runner(STEPS), h, repeat)
         t_zero = await measure(tether_runner(0), h, repeat)
         t_long = await measure(tether_runner(LONG), h, repeat)
@@ -265,7 +270,7 @@ async def compaction_steps(quick: bool) -> None:
     print(f"{'history':>8} {'no compaction':>15} {'compaction configured':>23}")
     for n in SIZES:
         h = history(n)
-        repeat = max(3, {0: 60, 1_000: 10, 10_000: 5}[n] // (3 if quick else 1))
+        repeat = max(3, {0: 60, 1_000: 10, 10_000: 5}.get(n, 1) // (3 if quick else 1))
         cells: list[str] = []
         for compaction in (None, _compaction()):
             t_zero = await measure(tether_runner(0, compaction=compaction), h, repeat)
@@ -338,6 +343,7 @@ def telemetry_overhead(quick: bool) -> None:
             "bench.agent",
             f"--telemetry-mode={mode}",
             *(["--quick"] if quick else []),
+            *(["--smoke"] if SMOKE else []),
         ]
         out = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
         columns.append((mode, json.loads(out.strip().splitlines()[-1])))
@@ -356,6 +362,10 @@ if __name__ == "__main__":
     mode_arg = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--telemetry-mode=")), None)
     if mode_arg is not None:
         print(json.dumps(asyncio.run(measure_mode(mode_arg, quick))))
+    elif SMOKE:
+        asyncio.run(main(quick))
+        asyncio.run(compaction_steps(quick))
+        telemetry_overhead(quick)
     elif "--telemetry" in sys.argv:
         telemetry_overhead(quick)
     elif "--compaction" in sys.argv:

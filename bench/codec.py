@@ -2,6 +2,7 @@
 msgspec Struct floor, on the same content from bench/generator.py.
 
 Run: python -m bench.codec  (prints µs per message and ratios at 100, 1,000 and 10,000 messages)
+     python -m bench.codec --smoke  (100 messages, one call each: that it runs, in a second)
 """
 
 from __future__ import annotations
@@ -110,18 +111,20 @@ def best_of(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+    smoke = "--smoke" in argv
     floor_enc = msgspec.json.Encoder()
     floor_dec = msgspec.json.Decoder(list[FMessage])
-    sizes = [int(a) for a in sys.argv[1:]] or [100, 1_000, 10_000]
+    sizes = [100] if smoke else [int(a) for a in argv] or [100, 1_000, 10_000]
     print(f"{'N':>7} {'codec':<12} {'encode µs/msg':>14} {'decode µs/msg':>14}")
     for n in sizes:
         history = conversation(n)
         floor = to_floor(history)
         pai = to_pydantic_ai(history)
-        repeat = max(3, 20_000 // n)
+        repeat = 1 if smoke else max(3, 20_000 // n)
+        peer = 1 if smoke else max(3, repeat // 5)  # pydantic-ai is slower: fewer calls
         rows: dict[str, tuple[float, float]] = {}
         data = tether.dumps(history)
         rows["tether"] = (
@@ -135,8 +138,8 @@ def main() -> None:
         )
         pdata = ModelMessagesTypeAdapter.dump_json(pai)
         rows["pydantic-ai"] = (
-            best_of(lambda: ModelMessagesTypeAdapter.dump_json(pai), max(3, repeat // 5)),
-            best_of(lambda: ModelMessagesTypeAdapter.validate_json(pdata), max(3, repeat // 5)),
+            best_of(lambda: ModelMessagesTypeAdapter.dump_json(pai), peer),
+            best_of(lambda: ModelMessagesTypeAdapter.validate_json(pdata), peer),
         )
         for name, (enc, dec) in rows.items():
             print(f"{n:>7} {name:<12} {enc / n * 1e6:>14.2f} {dec / n * 1e6:>14.2f}")
@@ -150,4 +153,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -2,6 +2,7 @@
 the cost of a step as the history grows, and the retention of planted facts.
 
 Run: python -m bench.compaction [--quick] [--no-local]
+     python -m bench.compaction --smoke   (every section once, at the smallest sizes: that it runs)
 
 1. Cost per compaction. A ``Compactor`` (default strategies: elide, then summarize) is fed the
    shared generator's conversation one message at a time and ``prepare`` is called before every
@@ -44,6 +45,9 @@ from tether.stores import CompactionRecord
 
 WINDOW = 32_000
 SIZES = (1_000, 10_000, 100_000)
+SMOKE = "--smoke" in sys.argv
+"""Every section at its smallest size; the local model is left out, as with --quick (minutes per
+summary on a busy 2-core machine; bench.local_ttft --smoke runs that model)."""
 
 
 def _summary_model() -> FunctionModel:
@@ -135,7 +139,7 @@ async def resume(sizes: Sequence[int]) -> None:
         times = []
         for offset, messages in ((boundary, log[boundary:]), (0, log)):
             best = float("inf")
-            for _ in range(3):
+            for _ in range(1 if SMOKE else 3):
                 c = Compactor(cfg, _idle_model(), conversation_id="bench", record=record, offset=offset)
                 t0 = time.perf_counter()
                 await c.prepare(messages, window=WINDOW)
@@ -233,10 +237,10 @@ async def retention_section(local: bool) -> None:
     print("\n4. retention of planted facts (one every 7 messages)")
     head = f"{'summarizer':<22} {'in view':>7} {'in summary':>10} {'recalled':<8} {'summaries':>9}"
     print(f"{head} {'time':>8}")
-    scripted = await retention(Summaries(max_lines=60).model, 2_001, 20_000)
+    scripted = await retention(Summaries(max_lines=60).model, *((301, 5_000) if SMOKE else (2_001, 20_000)))
     _print_retention("scripted (tests)", scripted)
     if not local:
-        print("local model: skipped (--quick or --no-local)")
+        print("local model: skipped (--quick, --smoke or --no-local)")
         return
     try:
         child = subprocess.run(
@@ -258,12 +262,12 @@ async def retention_section(local: bool) -> None:
 
 
 async def main(quick: bool, local: bool) -> None:
-    sizes = SIZES[:2] if quick else SIZES
+    sizes = SIZES[:1] if SMOKE else SIZES[:2] if quick else SIZES
     runs = await cost_per_compaction(sizes)
     await resume(sizes)
     tokens_per_request(runs)
     step_cost(runs)
-    await retention_section(local and not quick)
+    await retention_section(local and not quick and not SMOKE)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,20 @@
 Shape (issue: codec benchmark): user turns; assistant turns with 1-3 tool calls of ~200-byte
 arguments followed by a tool message with ~1 KB results; 25% of assistant turns open with a
 reasoning part carrying a 300-byte signature; occasional 500-byte texts.
+
+Run: python -m bench.generator [--smoke]  (prints what the benchmarks run on: messages, parts and
+tether JSON bytes at 100, 1,000 and 10,000 messages; --smoke: 100 only)
 """
 
 from __future__ import annotations
 
 import base64
 import random
+import sys
+import time
+from collections import Counter
 
-from tether import Message, Reasoning, Text, ToolCall, ToolResult, assistant, tool, user
+from tether import Message, Reasoning, Text, ToolCall, ToolResult, assistant, dumps, tool, user
 
 WORDS = [
     "tether",
@@ -78,3 +84,22 @@ def conversation(n: int, seed: int = 0) -> list[Message]:
         size = 500 if rng.random() < 0.1 else 120
         out.append(assistant(_words(rng, size), model="bench-model", stop_reason="stop"))
     return out[:n]
+
+
+def main(argv: list[str]) -> None:
+    sizes = [100] if "--smoke" in argv else [100, 1_000, 10_000]
+    print(f"{'messages':>9} {'calls':>7} {'results':>8} {'reasoning':>10} {'JSON KB':>9} {'ms to build':>12}")
+    for n in sizes:
+        start = time.perf_counter()
+        history = conversation(n)
+        elapsed = time.perf_counter() - start
+        kinds = Counter(type(part).__name__ for message in history for part in message.parts)
+        size = len(dumps(history)) / 1024
+        print(
+            f"{len(history):>9,} {kinds['ToolCall']:>7,} {kinds['ToolResult']:>8,} "
+            f"{kinds['Reasoning']:>10,} {size:>9,.0f} {elapsed * 1e3:>12.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

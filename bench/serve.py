@@ -4,12 +4,17 @@
     python -m bench.serve --postgres DSN  # the same on PostgreSQL, plus re-attach on a second
                                           # process with LISTEN/NOTIFY against polling
     python -m bench.serve --quick         # smaller
+    python -m bench.serve --smoke         # seconds: every phase once at the smallest size (CI)
 
 Reported: runs/s; event latency p50/p99 from the model's token (the scripted model stamps each
 word with the time it yields it) to the client that parsed the event; lost or duplicated events
 (every client checks its stream is 1..N with no gap and ends with run.completed); server memory
 per idle stream (RSS growth over streams held open on paused runs). Goal: p99 < 20 ms at 200
 streams on a 2-core machine; < 50 KB per idle stream.
+
+The service is started with its per-user limits off (``--max-active-runs 0 --max-open-streams
+0``): every client is the same bench user, and the bench measures the server under that load,
+not the limits that would turn most of it away with 429.
 """
 
 from __future__ import annotations
@@ -98,7 +103,8 @@ def start_server(
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "tether.cli", "serve", *args, "--port", str(port)]
-    cmd += ["--model", "py:bench.serve:model", "--tools", "py:bench.serve:tools", "--max-active-runs", "0"]
+    cmd += ["--model", "py:bench.serve:model", "--tools", "py:bench.serve:tools"]
+    cmd += ["--max-active-runs", "0", "--max-open-streams", "0"]  # one user holds every stream
     proc = subprocess.Popen(cmd, env=env(extra_env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -325,10 +331,25 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def smoke_scale() -> None:
+    """Seconds instead of minutes: a few words, no pause before the first (the server process
+    reads the same settings from the environment)."""
+    global WORDS, DELAY, START
+    WORDS, DELAY, START = 5, 0.005, 0.3
+    os.environ.update(
+        {"BENCH_SERVE_WORDS": str(WORDS), "BENCH_SERVE_DELAY": str(DELAY), "BENCH_SERVE_START": str(START)}
+    )
+
+
 def main(argv: list[str]) -> None:
     quick = "--quick" in argv
+    smoke = "--smoke" in argv
     dsn = argv[argv.index("--postgres") + 1] if "--postgres" in argv else None
     runs, per_run, idle = (10, 4, 100) if quick else (50, 4, 400)
+    seconds = 5.0 if quick else 15.0
+    if smoke:
+        smoke_scale()
+        runs, per_run, idle, seconds = 2, 2, 5, 1.0
     with tempfile.TemporaryDirectory() as tmp:
         schema = f"tether_bench_{os.getpid()}"
         args = db_args(str(Path(tmp) / "bench.db"), dsn, schema)
@@ -339,7 +360,7 @@ def main(argv: list[str]) -> None:
                 f"tether serve bench ({'PostgreSQL' if dsn else 'SQLite'}), {WORDS} tokens "
                 f"per run, {DELAY * 1000:.0f} ms apart"
             )
-            asyncio.run(load(url, token, 5, 1))  # warm up
+            asyncio.run(load(url, token, 2 if smoke else 5, 1))  # warm up
             result = asyncio.run(load(url, token, runs, per_run))
             print(
                 f"  {result['runs']} concurrent runs, {result['streams']} SSE clients: "
@@ -347,7 +368,7 @@ def main(argv: list[str]) -> None:
                 f"{result['events']} events; lost {result['lost']}, duplicated {result['duplicated']}, "
                 f"unfinished {result['unfinished']}"
             )
-            rate = asyncio.run(throughput(url, token, runs, 5.0 if quick else 15.0))
+            rate = asyncio.run(throughput(url, token, runs, seconds))
             print(
                 f"  throughput: {rate:.1f} runs/s ({WORDS} tokens each, no model pauses; "
                 f"{runs} clients back to back)"
@@ -361,7 +382,7 @@ def main(argv: list[str]) -> None:
                 a, url_a = start_server([*args, "--notify", notify])
                 b, url_b = start_server([*args, "--notify", notify])
                 try:
-                    asyncio.run(cross(url_a, url_b, token, 5))
+                    asyncio.run(cross(url_a, url_b, token, 2 if smoke else 5))
                     got = asyncio.run(cross(url_a, url_b, token, runs))
                 finally:
                     stop(a)

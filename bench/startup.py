@@ -4,6 +4,7 @@ to the floors they cannot beat: the interpreter alone and ``import tether``.
 
 Run: python -m bench.startup [RUNS]  (default 15; prints, in ms, the median and fastest wall time
 and the median CPU time (user + system) of the child, which other load on the machine distorts less)
+     python -m bench.startup --smoke  (one run each, without the warm-up: that it runs)
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ def _once(args: list[str]) -> tuple[float, float]:
     return time.perf_counter() - start, _cpu() - cpu
 
 
-def main(runs: int) -> None:
+def main(runs: int, *, warm: bool = True) -> None:
     print(f"{'command':28} {'median':>8} {'fastest':>8} {'CPU':>8}   ({runs} runs each)")
     for name, args in CASES.items():
-        _once(args)  # warm the file cache and the bytecode
+        if warm:
+            _once(args)  # warm the file cache and the bytecode
         walls, cpus = zip(*(_once(args) for _ in range(runs)), strict=True)
         print(
             f"{name:28} {statistics.median(walls) * 1000:6.0f}ms {min(walls) * 1000:6.0f}ms "
@@ -49,4 +51,7 @@ def main(runs: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 15)
+    if "--smoke" in sys.argv:
+        main(1, warm=False)
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 15)

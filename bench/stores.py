@@ -1,6 +1,7 @@
 """Store benchmark: tether's stores beside the OpenAI Agents SDK ``SQLiteSession``.
 
     python -m bench.stores [--quick]
+    python -m bench.stores --smoke    # every measurement once at a small size: that it runs
 
 Same content for both: the shared generator's conversation; the SDK gets it converted to simple
 Responses-style dict items (one item per message part). Measures (issue 5 targets in brackets):
@@ -34,6 +35,8 @@ OWNER = "bench"
 Sync = Literal["NORMAL", "FULL"]
 SYNCS: tuple[Sync, ...] = ("NORMAL", "FULL")
 DSN = os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+SMOKE = False
+"""``--smoke``: every timing loop runs once."""
 
 
 def to_items(messages: list[Message]) -> list[dict[str, Any]]:
@@ -73,7 +76,7 @@ def turns(messages: list[Message]) -> list[list[Message]]:
 async def best(fn: Callable[[], Awaitable[Any]], repeat: int = 5) -> float:
     """The fastest of ``repeat`` runs (the machine may be shared), each after a full collection."""
     times: list[float] = []
-    for _ in range(repeat):
+    for _ in range(1 if SMOKE else repeat):
         gc.collect()
         t = time.perf_counter()
         await fn()
@@ -87,7 +90,7 @@ async def race(
     """Fastest times of ``a`` and ``b`` measured in alternation (contention hits both alike)."""
     ta: list[float] = []
     tb: list[float] = []
-    for _ in range(rounds):
+    for _ in range(1 if SMOKE else rounds):
         ta.append(await best(a, 1))
         tb.append(await best(b, 1))
     return min(ta), min(tb)
@@ -185,7 +188,7 @@ async def append_cost_vs_length(tmp: Path, k: int, big: int) -> None:
     async def median_append(cid: str) -> float:
         times: list[float] = []
         version = (await store.info(OWNER, cid)).version
-        for _ in range(30):
+        for _ in range(1 if SMOKE else 30):
             t = time.perf_counter()
             version = await store.append(OWNER, cid, batch, expected_version=version)
             times.append(time.perf_counter() - t)
@@ -321,15 +324,18 @@ async def replay_guard(tmp: Path, n: int) -> None:
         await pg.close()
 
 
-async def main(quick: bool) -> None:
-    print(f"tether stores benchmark (python {sys.version.split()[0]}{', quick' if quick else ''})")
+async def main(quick: bool, smoke: bool = False) -> None:
+    global SMOKE
+    SMOKE = smoke
+    mode = ", smoke" if smoke else ", quick" if quick else ""
+    print(f"tether stores benchmark (python {sys.version.split()[0]}{mode})")
     with tempfile.TemporaryDirectory() as tmp:
-        await append_and_load(Path(tmp), 1000 if quick else 4000)
-        await append_cost_vs_length(Path(tmp), 10, 10_000 if quick else 100_000)
-        await load_vs_loads(Path(tmp), 10_000)
-        await replay_guard(Path(tmp), 500 if quick else 2000)
-    await postgres_writers(8, 50 if quick else 200)
+        await append_and_load(Path(tmp), 100 if smoke else 1000 if quick else 4000)
+        await append_cost_vs_length(Path(tmp), 10, 2000 if smoke else 10_000 if quick else 100_000)
+        await load_vs_loads(Path(tmp), 1000 if smoke else 10_000)
+        await replay_guard(Path(tmp), 20 if smoke else 500 if quick else 2000)
+    await postgres_writers(2 if smoke else 8, 8 if smoke else 50 if quick else 200)
 
 
 if __name__ == "__main__":
-    asyncio.run(main("--quick" in sys.argv))
+    asyncio.run(main("--quick" in sys.argv, "--smoke" in sys.argv))

@@ -110,7 +110,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50,200,800")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="one small size once: that it runs")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.repeat = "30", 1
     pai_step = _pydantic_ai_step()
     print(
         f"{'messages':>8} {'steps':>6} | {'tether last step':>16} {'cold last step':>15} "

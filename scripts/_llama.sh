@@ -35,3 +35,23 @@ tether_llama_ok() {
     "$1" -c 'import sys, llama_cpp
 sys.exit(b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info())' 2>/dev/null
 }
+
+# pip install ARGS (verbose) with this machine's build flags, through scripts/_build_log.py: one
+# short line per build step ("[24/193] ggml-cpu/binary-ops.cpp") instead of the compiler's command
+# lines, and from the first error on everything (the compiler's message in full). LOG receives
+# the whole unfiltered output. Returns pip's exit status.
+#   tether_llama_pip PYTHON LOG ARGS...
+tether_llama_pip() {
+    local python=$1 log=$2 status errexit=
+    shift 2
+    case $- in *e*) errexit=1 ;; esac
+    set +e  # pip's status, not the filter's, and the message below before the caller stops
+    tether_llama_build "$python" -m pip install -v "$@" 2>&1 |
+        "$python" "$(dirname "${BASH_SOURCE[0]}")/_build_log.py" --log "$log"
+    status=${PIPESTATUS[0]}
+    [ -n "$errexit" ] && set -e
+    if [ "$status" -ne 0 ]; then
+        echo "error: pip install failed (exit $status); its whole output is in $log" >&2
+    fi
+    return "$status"
+}

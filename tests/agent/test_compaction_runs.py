@@ -15,6 +15,7 @@ import pytest
 from tether import Agent, Message, ToolCall, UserError, assistant
 from tether.agent import Compaction, CompactionEvent, StoreRecorder
 from tether.history import check_history, split_summary
+from tether.models import Profile
 from tether.models.testing import FunctionInfo, FunctionModel
 from tether.stores import MemoryStore, Store
 
@@ -236,9 +237,8 @@ async def test_a_pinned_recorder_starts_from_the_record_its_view_reaches(store: 
 async def test_agent_compact_needs_compaction_and_a_window() -> None:
     with pytest.raises(UserError, match="needs Agent\\(compaction="):
         await Agent(Recording().model).compact(history=task_conversation(9)[0])
-    agent = Agent(Recording().model, compaction=Compaction())
-    with pytest.raises(UserError, match="context window"):
-        await agent.compact(history=task_conversation(9)[0])
+    with pytest.raises(UserError, match="context window of model 'agent'"):
+        Agent(Recording().model, compaction=Compaction())
     with pytest.raises(UserError, match="nothing to compact"):
         await Agent(Recording().model, compaction=Compaction(window=WINDOW)).compact(
             store=MemoryStore(), owner=OWNER, conversation_id="none"
@@ -260,3 +260,36 @@ async def test_no_record_is_stored_when_positions_are_not_the_stored_seqs(store:
     assert result.compactions[0].record_id is not None  # the view was compacted in this run
     assert await store.records(OWNER, "shifted") == []  # but no record names a wrong seq
     assert check_history(model.seen[-1]) == []
+
+
+LONG = "x" * 400_000
+
+
+@pytest.mark.parametrize("model", [FunctionModel(lambda m, i: "ok", name="plain"), "openai:gpt-unknown-9"])
+def test_compaction_without_a_known_window_is_refused_at_agent(model: FunctionModel | str) -> None:
+    """Neither ``window=`` nor the profile gives a window: ``Agent(...)`` refuses, naming the fix,
+    instead of runs that never compact (a 400,000-character history ran with ``compactions == ()``
+    and no word). ADR 0021."""
+    with pytest.raises(UserError, match=r"context window of model .*pass Compaction\(window=<tokens>\)"):
+        Agent(model, compaction=Compaction())
+    Agent(model, compaction=Compaction(window=WINDOW))  # the fix it names
+
+
+async def test_a_profile_window_compacts_a_long_history() -> None:
+    """The other side of the refusal: a window from the model's profile is used (the local
+    model's 4096 tokens included), and a 400,000-character history is compacted."""
+
+    seen: list[int] = []
+
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> str:
+        seen.append(sum(len(m.text) for m in messages))
+        return "ok"
+
+    windowed = FunctionModel(
+        reply, name="windowed", profile=Profile(provider="function", context_window=WINDOW)
+    )
+    agent = Agent(windowed, compaction=Compaction(strategies=("elide",)))
+    history, _ = task_conversation(300)
+    result = await agent.run("next", history=[*history, assistant(LONG)])
+    assert result.compactions
+    assert seen[-1] < 400_000

@@ -152,6 +152,43 @@ def test_corrupt_history_is_one_line_naming_the_file_and_path(invoke: Invoke, tm
     assert_one_line_error(invoke("history", "trim", str(bad), "-n", "3"), "bad.json")
 
 
+HOSTILE_COMMANDS = [
+    ("check",),
+    ("sanitize",),
+    ("normalize",),
+    ("trim", "-n", "3"),
+    ("convert", "--to", "anthropic"),
+]
+
+
+@pytest.mark.parametrize("command", HOSTILE_COMMANDS, ids=[c[0] for c in HOSTILE_COMMANDS])
+@pytest.mark.parametrize(
+    "field",
+    [b'"x":1' + b"0" * 5_000, b'"x":1e99999999999999999999', b'"\xff":1'],
+    ids=["digits", "1e99", "utf8"],
+)
+def test_an_unknown_field_no_decoder_holds_is_skipped_not_a_traceback(
+    invoke: Invoke, tmp_path: Path, command: tuple[str, ...], field: bytes
+) -> None:
+    """``[{"role":"user","x":1000…0}]`` (5,000 zeros) printed a msgspec traceback: the field is
+    unknown, so it is skipped as every unknown field is (ADR 0001, 0021)."""
+    source = tmp_path / "hostile.json"
+    source.write_bytes(b'[{"role":"user",' + field + b"}]")
+    result = invoke("history", *command, str(source))
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (0, 1), (result.exit_code, result.output)
+
+
+@pytest.mark.parametrize("command", HOSTILE_COMMANDS, ids=[c[0] for c in HOSTILE_COMMANDS])
+def test_a_known_field_no_decoder_holds_is_one_line_naming_the_path(
+    invoke: Invoke, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    source = tmp_path / "hostile.json"
+    source.write_bytes(b'[{"role":"assistant","usage":{"inputTokens":1' + b"0" * 5_000 + b"}}]")
+    assert_one_line_error(invoke("history", *command, str(source)), "hostile.json", "out of range")
+
+
 def test_not_json_and_missing_file(invoke: Invoke, tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.json"
     garbage.write_bytes(b"\x00\xffnot json")

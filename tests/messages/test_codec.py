@@ -98,6 +98,30 @@ def test_a_message_with_no_parts_still_decodes() -> None:
     assert tether.loads_message(both) == tether.Message("assistant")
 
 
+HOSTILE_UNKNOWN_FIELDS = [
+    b'"x":1' + b"0" * 5_000,  # more digits than any decoder turns into a number
+    b'"x":1e99999999999999999999',  # past every float
+    b'"x":-1e999',
+    b'"\xff\xfe":1',  # a key that is not UTF-8
+    b'"x":{"y":[1' + b"0" * 5_000 + b',"\xff"]}',
+]
+
+
+@pytest.mark.parametrize("field", HOSTILE_UNKNOWN_FIELDS)
+@pytest.mark.parametrize("parts", [b"", b',"parts":[{"type":"text","text":"a"}]'])
+def test_an_unknown_field_is_skipped_alike_with_and_without_parts(field: bytes, parts: bytes) -> None:
+    """Unknown fields are skipped unread (ADR 0001: the contract only gains fields), whatever they
+    hold: a message without parts (looked at twice, to refuse "content") is read as one with
+    parts, never with msgspec's own error escaping (ADR 0021)."""
+    one = b'{"role":"user",' + field + parts + b"}"
+    expected = Message("user", (Text("a"),) if parts else ())
+    assert tether.loads(b"[" + one + b"]") == [expected]
+    assert tether.loads_message(one) == expected
+    with pytest.raises(tether.DecodeError, match=r'message 0 has "content"') as info:
+        tether.loads(b'[{"role":"user",' + field + b',"content":"hi"}]')
+    assert info.value.path == "$[0].content"
+
+
 def test_accepts_str_and_memoryview() -> None:
     data = tether.dumps([tether.user("hi")])
     assert tether.loads(data.decode()) == tether.loads(memoryview(data))

@@ -107,7 +107,18 @@ def test_partial_is_frozen() -> None:
         p.requests = 2  # type: ignore[misc]
 
 
-def test_args_and_truncated_agree_on_json_msgspec_cannot_hold() -> None:
-    call = ToolCall("c", "f", '{"big": 1e400}')
-    assert not call.truncated
-    assert call.args()["big"] == float("inf")
+@pytest.mark.parametrize(
+    "arguments", ['{"big": 1e400}', '{"big": -1e999}', '{"big": 1' + "0" * 5_000 + "}", '{"a": [1e999]}']
+)
+def test_arguments_no_encoder_can_write_back_count_as_truncated(arguments: str) -> None:
+    """A number past every float or of 4,300 digits and more is JSON no encoder writes back as it
+    came (msgspec refuses it, Python turns ``1e400`` into ``inf``, which JSON has no form for): the
+    call is ``truncated``, ``args()`` says why, and every wire sends the verbatim text as
+    ``truncated_args`` (ADR 0021)."""
+    call = ToolCall("c", "f", arguments)
+    assert call.truncated
+    with pytest.raises(tether.DecodeError, match=r"not a JSON object: .*out of range"):
+        call.args()
+    fits = ToolCall("c", "f", '{"big": 1e308, "wide": 1' + "0" * 4_000 + "}")
+    assert not fits.truncated
+    assert fits.args()["wide"] == 10**4_000

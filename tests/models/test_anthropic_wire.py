@@ -360,9 +360,8 @@ def test_a_stream_cut_mid_arguments_keeps_them_verbatim() -> None:
     accumulator.feed({"type": "message_start", "message": {"id": "m", "content": [], "usage": {}}})
     accumulator.feed({"type": "content_block_start", "index": 0, "content_block": start})
     delta = {"type": "input_json_delta", "partial_json": '{"city": "Par'}
-    assert accumulator.feed({"type": "content_block_delta", "index": 0, "delta": delta}) == [
-        ToolCallDelta(0, arguments='{"city": "Par')
-    ]
+    # the arguments go out when the block stops, as the final call holds them (ADR 0022)
+    assert accumulator.feed({"type": "content_block_delta", "index": 0, "delta": delta}) == []
     assert not accumulator.finished
     call = accumulator.result().message.parts[0]
     assert isinstance(call, ToolCall)
@@ -412,3 +411,22 @@ def test_malformed_transcripts_name_the_path(transcript: object, path: str) -> N
     with pytest.raises(DecodeError) as caught:
         decode_messages(transcript)
     assert caught.value.path == path
+
+
+def test_streamed_arguments_are_the_final_calls_arguments() -> None:
+    """Anthropic streams ``{"city": "Paris"}`` (with spaces); the call holds the object encoded
+    as the non-streamed response gives it. The one arguments delta is that text."""
+    accumulator = StreamAccumulator()
+    start = {"type": "tool_use", "id": "toolu_9", "name": "f", "input": {}}
+    accumulator.feed({"type": "message_start", "message": {"id": "m", "content": [], "usage": {}}})
+    assert accumulator.feed({"type": "content_block_start", "index": 0, "content_block": start}) == [
+        ToolCallDelta(0, id="toolu_9", name="f")
+    ]
+    for piece in ('{"city"', ': "Par', 'is"}'):
+        delta = {"type": "input_json_delta", "partial_json": piece}
+        assert accumulator.feed({"type": "content_block_delta", "index": 0, "delta": delta}) == []
+    stopped = accumulator.feed({"type": "content_block_stop", "index": 0})
+    call = accumulator.result().message.parts[0]
+    assert isinstance(call, ToolCall)
+    assert stopped == [ToolCallDelta(0, arguments=call.arguments)]
+    assert call.arguments == '{"city":"Paris"}'

@@ -291,3 +291,55 @@ def test_pattern_example_matches_with_the_length_bounds(
 def test_pattern_example_rejects_invalid_regexes() -> None:
     with pytest.raises(UserError, match="not a valid regular expression"):
         pattern_example("^(a$")
+
+
+_HOSTILE_SCHEMAS = [
+    {"type": "string", "minLength": 30_000_000},
+    {"type": "string", "minLength": 1e300},
+    {"type": "string", "contentEncoding": "base64", "minLength": 100_000_000},
+    {"type": "string", "pattern": "^a{30000000}$"},
+    {"type": "string", "pattern": "(x{1000}){1000}"},
+    {"type": "string", "pattern": "^(ab)+$", "minLength": 60_000},
+    {"type": "array", "minItems": 1_000_000_000},
+    {"type": "array", "minItems": 300, "items": {"type": "array", "minItems": 300}},
+    {"type": "object", "minProperties": 100_000_000},
+    {"type": "integer", "minimum": 10**5000},
+    {"type": "number", "minimum": float("inf")},
+    {"type": "string", "minLength": "5"},
+]
+
+
+@pytest.mark.parametrize("schema", _HOSTILE_SCHEMAS, ids=[str(i) for i in range(len(_HOSTILE_SCHEMAS))])
+def test_schema_example_refuses_values_larger_than_its_limit(schema: dict[str, object]) -> None:
+    """A client's tool schema can ask for any size (``--model test`` behind ``tether serve``):
+    a value over ``EXAMPLE_LIMIT`` is refused with a ``UserError`` naming what asked for it,
+    never built (30 MB strings, a billion items)."""
+    with pytest.raises(UserError, match="schema_example") as caught:
+        schema_example({"type": "object", "properties": {"x": schema}})
+    assert len(str(caught.value)) < 400
+
+
+def test_schema_example_still_makes_values_up_to_the_limit() -> None:
+    from tether.models._examples import EXAMPLE_LIMIT
+
+    big = schema_example({"type": "string", "minLength": EXAMPLE_LIMIT})
+    assert big == "a" * EXAMPLE_LIMIT
+    assert schema_example({"type": "string", "maxLength": 10**9}) == "a"
+    assert len(schema_example({"type": "array", "minItems": 1000, "items": {"type": "integer"}})) == 1000
+    assert len(pattern_example("^[0-9]+$", 5000)) == 5000
+
+
+async def test_test_model_refuses_a_hostile_client_schema_instead_of_building_it() -> None:
+    from tether.models import ToolDefinition
+
+    hostile = ToolDefinition(
+        "pick",
+        "a client tool",
+        {
+            "type": "object",
+            "properties": {"c": {"type": "string", "minLength": 30_000_000}},
+            "required": ["c"],
+        },
+    )
+    with pytest.raises(UserError, match="minLength 30000000"):
+        await TestModel().generate([user("go")], tools=[hostile])

@@ -14,6 +14,7 @@ from tests.serve.conftest import pg_database
 
 from tether.errors import ConflictError, NotFound, StoreError, UserError
 from tether.stores import PostgresStore, SQLiteStore
+from tether.stores.events import ActiveRunLimit
 from tether.stores.events._memory import MemoryEventLog
 from tether.stores.events._postgres import PostgresEventLog
 from tether.stores.events._sqlite import SQLiteEventLog
@@ -225,3 +226,56 @@ async def test_a_newer_serve_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="serve_9999_future"):
         await again.secret("approval")
     await again.close()
+
+
+async def test_simultaneous_starts_never_pass_max_active(open_log: Open) -> None:
+    """The count of an owner's active runs and the insert are one step, on every instance (two
+    instances stand for two processes): 20 simultaneous starts with a limit of 3 admit 3."""
+    logs = [open_log(), open_log()]
+
+    async def start(i: int) -> str:
+        try:
+            await logs[i % 2].start_run("alice", f"c{i}", f"r{i}", f"p{i % 2}", ev(1), max_active=3)
+        except ActiveRunLimit as exc:
+            return f"limit {exc.limit}"
+        return "started"
+
+    outcomes = await asyncio.gather(*(start(i) for i in range(20)))
+    assert sorted(outcomes) == ["limit 3"] * 17 + ["started"] * 3
+    assert await logs[0].active_count("alice") == 3
+    await logs[0].start_run("bob", "c0", "rb", "p0", ev(1), max_active=3)  # per owner
+    started = [f"r{i}" for i, o in enumerate(outcomes) if o == "started"]
+    await logs[0].append(started[0], f"p{int(started[0][1:]) % 2}", [ev(2)], status="completed")
+    await logs[1].start_run("alice", "c99", "r99", "p1", ev(1), max_active=3)  # a place came free
+
+
+async def test_a_deleted_conversation_gets_no_run_and_a_racing_start_is_ordered(open_log: Open) -> None:
+    """``delete_runs`` remembers the conversation: a later start is ``NotFound``; a start and a
+    delete at the same moment are ordered (the start wins and the delete is refused, or the
+    delete wins and the start is ``NotFound``), never both."""
+    log, other = open_log(), open_log()
+    await log.start_run("alice", "c1", "r1", "p1", ev(1))
+    await log.append("r1", "p1", [ev(2)], status="completed")
+    assert await log.delete_runs("alice", "c1") == 1
+    with pytest.raises(NotFound, match="was deleted"):
+        await other.start_run("alice", "c1", "r2", "p2", ev(1))
+    await other.start_run("bob", "c1", "rb", "p2", ev(1))  # another owner's c1 is another conversation
+    for i in range(20):
+        cid = f"race{i}"
+
+        async def start(cid: str = cid, i: int = i) -> str:
+            try:
+                await log.start_run("alice", cid, f"s{i}", "p1", ev(1))
+            except NotFound:
+                return "gone"
+            return "started"
+
+        async def delete(cid: str = cid) -> str:
+            try:
+                await other.delete_runs("alice", cid)
+            except ConflictError:
+                return "refused"
+            return "deleted"
+
+        outcome = set(await asyncio.gather(start(), delete()))
+        assert outcome in ({"started", "refused"}, {"gone", "deleted"}), outcome

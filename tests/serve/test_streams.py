@@ -5,10 +5,14 @@ processes, real HTTP on loopback, SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
+import pytest
 from tests.serve._serve_support import (
     Database,
     Server,
@@ -21,8 +25,9 @@ from tests.serve._serve_support import (
 )
 from tests.serve.scripted import WORDS
 
-from tether.serve._sse import follow_log
-from tether.stores.events._memory import MemoryEventLog
+from tether.errors import StoreError
+from tether.serve._sse import DELETED, UNAVAILABLE, event_stream, follow_log
+from tether.stores.events import EventLog, LoggedEvent, MemoryEventLog, RunRecord, SQLiteEventLog
 
 PROMPT = "tell me the words"
 
@@ -233,3 +238,102 @@ def test_head_on_a_live_stream_answers_the_headers_and_closes(
         client.post(f"/v1/runs/{run_id}/cancel")
     assert answer.startswith(b"HTTP/1.1 200")
     assert b"text/event-stream" in answer
+
+
+async def _paused_run(log: object) -> RunRecord:
+    from tether.serve._events import RunPausedEvent, RunStartedEvent, encode_event
+
+    assert isinstance(log, EventLog)
+    record = await log.start_run("alice", "c1", "r1", "p1", encode_event(RunStartedEvent("r1", "c1", "hi")))
+    paused = encode_event(RunPausedEvent("r1", "c1", "pz", [], 0.0))
+    await log.append("r1", "p1", [paused], status="paused", pause_id="pz", pause=b"{}")
+    return record
+
+
+async def _cancel_and_delete(log: EventLog) -> None:
+    from tether.serve._events import RunCanceledEvent, encode_event
+
+    canceled = encode_event(RunCanceledEvent("r1", "c1", "stopped"))
+    assert await log.take_over(
+        "r1", from_status="paused", to_status="canceled", event=canceled, pause_id="pz"
+    )
+    assert await log.delete_runs("alice", "c1") == 1
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_run_deleted_under_its_stream_ends_the_stream_with_run_deleted(
+    kind: str, tmp_path: Path
+) -> None:
+    """The run ends and its conversation is deleted before the stream reads the last event:
+    the stream ends with a ``run.deleted`` event saying why (no ``id:``: nothing was stored),
+    not with a traceback and a cut connection."""
+    log: EventLog = MemoryEventLog() if kind == "memory" else SQLiteEventLog(tmp_path / "serve.db")
+    try:
+        record = await _paused_run(log)
+        stream = event_stream(log, record, 0, ping_interval=0.1)
+        assert await anext(stream) == b"retry: 1000\n\n"
+        first = await anext(stream)
+        assert first.count(b"id: ") == 2
+        assert b"run.paused" in first
+        await _cancel_and_delete(log)
+        rest = [chunk async for chunk in stream]
+        last = rest[-1]
+        assert last.startswith(b"data: "), rest
+        assert b"id:" not in last
+        event = json.loads(last[6:])
+        assert event == {"type": "run.deleted", "run_id": "r1", "conversation_id": "c1", "reason": DELETED}
+        assert all(c == b": ping\n\n" for c in rest[:-1]), rest
+    finally:
+        await log.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_an_agui_stream_whose_run_is_deleted_ends_with_run_error(kind: str, tmp_path: Path) -> None:
+    from tether.serve.agui._routes import _Plan, _stream  # pyright: ignore[reportPrivateUsage]
+
+    log: EventLog = MemoryEventLog() if kind == "memory" else SQLiteEventLog(tmp_path / "serve.db")
+    try:
+        record = await _paused_run(log)
+
+        async def allowed(*_: object) -> bool:
+            return True
+
+        state = SimpleNamespace(
+            events=log, config=SimpleNamespace(ping_interval=0.1), auth=SimpleNamespace(still_allowed=allowed)
+        )
+        call = SimpleNamespace(state=state, request=None, caller=None)
+        stream = _stream(call, _Plan(record, 1, []))  # pyright: ignore[reportArgumentType]
+        head = [await anext(stream) for _ in range(3)]  # RUN_STARTED, tether.input, MESSAGES_SNAPSHOT
+        assert b"RUN_STARTED" in head[0]
+        await _cancel_and_delete(log)
+        rest = [chunk async for chunk in stream]
+        events = [json.loads(c[6:]) for c in rest if c.startswith(b"data: ")]
+        assert events[-1] == {"type": "RUN_ERROR", "message": DELETED, "code": "not_found"}, rest
+    finally:
+        await log.close()
+
+
+class _FailingLog(MemoryEventLog):
+    """A log whose database goes away once the stream has read its first events."""
+
+    failing = False
+
+    async def read(self, owner: str, run_id: str, after_seq: int = 0, limit: int = 500) -> list[LoggedEvent]:
+        if self.failing:
+            raise StoreError("SQLite: disk I/O error")
+        return await super().read(owner, run_id, after_seq, limit)
+
+
+async def test_a_stream_whose_event_log_fails_ends_with_a_comment_and_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = _FailingLog()
+    record = await _paused_run(log)
+    stream = event_stream(log, record, 0, ping_interval=0.1)
+    assert await anext(stream) == b"retry: 1000\n\n"
+    await anext(stream)
+    log.failing = True
+    rest = [chunk async for chunk in stream]
+    assert rest[-1] == b": %s\n\n" % UNAVAILABLE.encode()
+    assert not [r for r in caplog.records if r.exc_info]
+    assert "disk I/O error" in caplog.text

@@ -4,12 +4,13 @@ give the same answer on every store."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import pytest
 
-from tether import ConflictError, Message, UserError, assistant, user
+from tether import ConflictError, Message, Text, ToolCall, Usage, UserError, assistant, user
 from tether.stores import Keyring, MemoryStore, PostgresStore, SQLiteStore, Store
 
 from .conftest import Clock, OpenStore, durable
@@ -104,6 +105,29 @@ async def test_bad_tool_arguments_flags_and_batches_are_user_errors(store: Store
     assert [e.arguments for e in await store.pending_tool_effects(ALICE, cid)] == [
         '{"q": "\\u0000 NUL is fine in JSON text"}'
     ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "path"),
+    [
+        (Message("assistant", (Text("a"),), usage=Usage(cache_read_tokens=True)), "usage.cacheReadTokens"),
+        (Message("assistant", (Text("a"),), usage=Usage(output_tokens="12")), "usage.outputTokens"),  # type: ignore[arg-type]
+        (Message("assistant", (Text(5),)), "parts[0].text"),  # type: ignore[arg-type]
+        (Message("assistant", (ToolCall("c", "f", {"x": 1}),)), "parts[0].arguments"),  # type: ignore[arg-type]
+        (Message("user", (Text("a"),), run_id=7), "runId"),  # type: ignore[arg-type]
+    ],
+    ids=["bool count", "str count", "int text", "dict arguments", "int run id"],
+)
+async def test_no_store_writes_a_record_its_own_reader_refuses(store: Store, bad: Message, path: str) -> None:
+    """Constructors do not check types: a message built with ``True`` for a count encodes, and
+    its row would answer ``CorruptRecord`` forever. Every store reads each encoding back before
+    it writes (ADR 0021): a ``UserError`` naming the item and the field, nothing written."""
+    cid = await store.create(ALICE)
+    with pytest.raises(UserError, match=rf"append: item 1 .*no reader accepts.*\$\.{re.escape(path)}"):
+        await store.append(ALICE, cid, [user("fine"), bad])
+    assert (await store.load(ALICE, cid)).version == 0
+    await store.append(ALICE, cid, [user("fine")])
+    assert [m.text for m in (await store.load(ALICE, cid)).messages] == ["fine"]
 
 
 async def test_a_nul_in_a_model_name_is_listed_the_same_on_every_store(store: Store) -> None:

@@ -319,3 +319,62 @@ async def test_bad_arguments_are_user_errors_on_every_store(store: Store) -> Non
         await store.conversations("alice", limit=-1)
     with pytest.raises(UserError):
         await store.purge(timedelta(days=1), owner="")
+
+
+async def test_a_deleted_conversation_is_not_created_again_implicitly(store: Store) -> None:
+    """A deleted conversation stays deleted: ``create(..., exist_ok=True)`` (what a run does when
+    the conversation it was started on is missing) refuses its id; an explicit ``create`` of the
+    id is a new, empty conversation."""
+    cid = await store.create(ALICE)
+    await store.append(ALICE, cid, [user("hi")])
+    await store.delete(ALICE, cid)
+    with pytest.raises(ConflictError, match="was deleted"):
+        await store.create(ALICE, cid, exist_ok=True)
+    with pytest.raises(NotFound):
+        await store.info(ALICE, cid)
+    assert await store.create(BOB, cid, exist_ok=True) == cid  # another owner's id
+    fork = await store.fork(BOB, cid)
+    await store.delete(BOB, fork)
+    with pytest.raises(ConflictError, match="was deleted"):
+        await store.create(BOB, fork, exist_ok=True)
+    assert await store.create(ALICE, cid) == cid
+    assert (await store.load(ALICE, cid)).version == 0
+    assert await store.create(ALICE, cid, exist_ok=True) == cid
+
+
+async def test_a_purged_conversation_is_not_created_again_implicitly(open_store: OpenStore) -> None:
+    clock = Clock()
+    store = open_store(clock=clock)
+    cid = await store.create(ALICE)
+    clock.t += 10 * 86400
+    assert await store.purge(timedelta(days=1)) == 1
+    with pytest.raises(ConflictError, match="was deleted"):
+        await store.create(ALICE, cid, exist_ok=True)
+
+
+async def test_a_run_racing_a_delete_never_brings_the_conversation_back(store: Store) -> None:
+    """A run's recorder (load, then create the conversation if it is missing, then append) and a
+    delete, at the same moment and one after the other: the conversation stays deleted."""
+    from tether.agent import StoreRecorder
+
+    for i in range(16):
+        cid = await store.create(ALICE)
+        await store.append(ALICE, cid, [user("before")])
+        recorder = StoreRecorder(store, ALICE, cid)
+
+        async def run(recorder: StoreRecorder = recorder) -> None:
+            await recorder.open(repair=True)
+            await recorder.record([user("after"), assistant("answer")])
+
+        async def delete(cid: str = cid) -> None:
+            await store.delete(ALICE, cid)
+
+        if i % 2:
+            await delete()
+            outcomes = [await asyncio.gather(run(), return_exceptions=True)]
+        else:
+            outcomes = [await asyncio.gather(run(), delete(), return_exceptions=True)]
+        for outcome in (o for batch in outcomes for o in batch):
+            assert outcome is None or isinstance(outcome, ConflictError | NotFound), repr(outcome)
+        with pytest.raises(NotFound):
+            await store.load(ALICE, cid)

@@ -52,7 +52,9 @@ async def test_migrations_are_named_recorded_and_guarded(
         ("0004_compaction_records_search",),
     ]
     if backend == "postgres":  # SQLite's FTS5 table is made when a connection opens
-        names.append(("0005_search_punctuation_separates_words",))
+        names += [("0005_search_punctuation_separates_words",), ("0006_deleted_conversations",)]
+    else:
+        names.append(("0005_deleted_conversations",))
     assert sorted(raw_sql("SELECT name FROM tether_migrations")) == names
     raw_sql("INSERT INTO tether_migrations (name, applied_at) VALUES (?, ?)", "9999_from_the_future", 0.0)
     with pytest.raises(StoreError, match=r"newer than this tether.*9999_from_the_future"):

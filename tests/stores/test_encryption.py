@@ -259,6 +259,12 @@ async def test_an_encrypted_database_of_the_previous_schema_is_lenient_until_ree
     cid = await _filled(store)
     await store.close()
     # the schema as the release before the replay guard and the meta table left it
+    if backend == "postgres":
+        raw_sql("DROP TRIGGER tether_conversations_deleted ON tether_conversations")
+        raw_sql("DROP FUNCTION tether_remember_deleted()")
+    else:
+        raw_sql("DROP TRIGGER tether_conversations_deleted")
+    raw_sql("DROP TABLE tether_deleted")
     raw_sql("DROP TABLE tether_search")
     raw_sql("DROP TABLE tether_compactions")
     raw_sql("ALTER TABLE tether_conversations DROP COLUMN indexed")
@@ -267,7 +273,7 @@ async def test_an_encrypted_database_of_the_previous_schema_is_lenient_until_ree
     raw_sql("DELETE FROM tether_migrations WHERE name != '0001_conversations_messages_ledger'")
     upgraded = open_store(keyring=RING)
     assert await upgraded.claim_token("ab" * 32, 4e9)  # migrated on opening
-    assert len(raw_sql("SELECT name FROM tether_migrations")) == (5 if backend == "postgres" else 4)
+    assert len(raw_sql("SELECT name FROM tether_migrations")) == (6 if backend == "postgres" else 5)
     assert raw_sql("SELECT name, value FROM tether_meta") == []  # holding rows: not recorded sealed
     _insert_plaintext_message(raw_sql, cid, 4, "inserted")
     assert (await upgraded.load(ALICE, cid)).messages[-1].text == "inserted"

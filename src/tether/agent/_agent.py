@@ -25,6 +25,7 @@ from ._stream import RunStream
 from ._tools import Tool, ToolLike, as_tools
 from .compaction._compactor import Prepared
 from .compaction._config import Compaction
+from .compaction._defaults import compaction_window
 from .compaction._now import compact_now
 from .compaction._run import RECALL_TOOL
 
@@ -229,6 +230,8 @@ class Agent(Generic[Deps, Output]):
                 f"the agent has a tool named {RECALL_TOOL!r} and compaction would add its own: rename "
                 "the tool or pass Compaction(recall=False)"
             )
+        if compaction is not None:
+            compaction_window(compaction, self.model)  # UserError now, not a run that never compacts
 
     def _config(self, tools: Sequence[ToolLike]) -> RunConfig:
         table = as_tools(tools)

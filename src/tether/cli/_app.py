@@ -54,7 +54,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 def load_command(name: str) -> Any:
-    """Import the module of command ``name`` and build its click command."""
+    """Import the module of command ``name`` and build its click command (with plain help)."""
     module, attribute, _ = COMMANDS[name]
     target = getattr(importlib.import_module(module), attribute)
     if isinstance(target, typer.Typer):
@@ -64,7 +64,30 @@ def load_command(name: str) -> Any:
         single.command(name)(target)
         command = typer.main.get_command(single)
     command.name = name
+    plain_help(command)
     return command
+
+
+def plain_help(command: Any) -> None:
+    """Render the help of ``command`` and of every command under it with click's formatter.
+
+    typer's rich help lays options out as a table of five columns (name, short name, ``--no-``
+    name, type, description); at 80 columns the longest word of each column no longer fits, and
+    rich cuts names and descriptions with an ellipsis (``--max-open-strea…``). It also reads
+    ``[serve]`` in ``pip install 'tether[serve]'`` as style markup and drops it. click's formatter
+    wraps descriptions under a name that does not fit beside them and prints text as written.
+    A command's summary in a listing is its whole first paragraph (click would cut it)."""
+    if getattr(command, "rich_markup_mode", None) is not None:
+        command.rich_markup_mode = None
+    if command.short_help is None and command.help:
+        command.short_help = first_paragraph(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        plain_help(sub)
+
+
+def first_paragraph(text: str) -> str:
+    """The summary of a help text: its first paragraph on one line."""
+    return " ".join(text.strip().split("\n\n")[0].split())
 
 
 class _Commands(MutableMapping[str, Any]):
@@ -110,7 +133,8 @@ class LazyGroup(GuardedGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if self._listing and cmd_name in COMMANDS and cmd_name not in self._lazy.loaded:
-            return TyperCommand(cmd_name, help=COMMANDS[cmd_name][2])
+            summary = COMMANDS[cmd_name][2]
+            return TyperCommand(cmd_name, help=summary, short_help=summary)
         return super().get_command(ctx, cmd_name)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -129,6 +153,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help as written, wrapped by click: see plain_help
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

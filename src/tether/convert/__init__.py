@@ -17,8 +17,9 @@ index, what was dropped or approximated — nothing is lost silently. Formats:
 
 Provider formats share the drivers' wire mappings (``tether.models.wire``). ``from_*`` accepts
 parsed JSON or JSON text; malformed input raises ``DecodeError`` with the JSON path of the
-offending element, and so do strings holding lone surrogates and nesting deeper than
-``MAX_DEPTH`` levels, never a bare ``UnicodeEncodeError`` or ``RecursionError``.
+offending element, and so do strings holding lone surrogates, numbers JSON cannot carry (``inf``,
+``nan``, integers no decoder reads back) and nesting deeper than ``MAX_DEPTH`` levels, never a
+bare ``UnicodeEncodeError``, ``ValueError`` or ``RecursionError``.
 :func:`convert` goes from any format to any other (the CLI's ``tether history convert``).
 """
 

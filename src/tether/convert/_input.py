@@ -9,13 +9,18 @@ Two things would otherwise escape as bare built-in exceptions deep inside a deco
 - nesting deeper than the recursive code after it can follow (``RecursionError`` in the JSON
   codec, in copies, in argument parsing).
 
-Both raise :class:`~tether.DecodeError` here, naming the JSON path (``$[2].content[0].text``).
+A number JSON text cannot carry either: ``inf``/``nan`` (JSON has no form for them; an encoder
+writes ``null`` or invalid JSON) and an integer of more than 4,275 digits (no decoder reads it
+back, and Python refuses to print it: ``ValueError`` in any message naming it).
+
+All raise :class:`~tether.DecodeError` here, naming the JSON path (``$[2].content[0].text``).
 The walk is iterative, so no input is too deep to be checked.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final, cast
@@ -33,6 +38,9 @@ ten levels (tool arguments add their own); anything deeper is refused, not recur
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+MAX_INT_BITS: Final = 14_200
+"""The widest integer taken from parsed JSON: 2**14200 has 4,275 digits, under Python's 4,300
+(``str(n)`` fails past it) and every JSON decoder tether uses."""
 
 _Node = tuple["_Node | None", object]  # (parent, key): a path built only when it is reported
 
@@ -73,14 +81,24 @@ def check_text(text: str) -> None:
 
 
 def _walked(value: object) -> bool:
-    """Strings (``str`` subclasses too) are checked, arrays and objects walked; other values
-    need nothing."""
-    return isinstance(value, str | Mapping | list | tuple)
+    """Strings (``str`` subclasses too) are checked, arrays and objects walked, numbers checked
+    (:func:`_number_problem`); other values need nothing."""
+    return isinstance(value, str | Mapping | list | tuple | int | float)
+
+
+def _number_problem(value: int | float) -> str | None:
+    """Why JSON cannot carry a number, or ``None`` when it can (``bool`` is JSON ``true``)."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"the number {value!r} has no JSON form"
+    if not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+        return f"an integer of {value.bit_length()} bits is more than JSON decoders hold"
+    return None
 
 
 def check_json(value: object) -> None:
     """``DecodeError`` naming the path of the first string (value or object key) holding a lone
-    surrogate, or of the first array/object nested deeper than :data:`MAX_DEPTH`."""
+    surrogate, of the first number JSON cannot carry, or of the first array/object nested deeper
+    than :data:`MAX_DEPTH`."""
     stack: list[tuple[object, int, _Node | None]] = [(value, 0, None)]
     while stack:
         item, depth, node = stack.pop()
@@ -88,6 +106,11 @@ def check_json(value: object) -> None:
             at = _surrogate_at(item)
             if at is not None:
                 raise _unicode_error(item, at, "the string", _path(node))
+            continue
+        if isinstance(item, int | float):
+            problem = _number_problem(item)
+            if problem is not None:
+                raise fail(problem, _path(node))
             continue
         if isinstance(item, Mapping):
             children: list[tuple[object, object]] = []

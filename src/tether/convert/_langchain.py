@@ -40,6 +40,7 @@ from tether.models.wire import (
     opt_str,
     seq,
     string,
+    token_count,
 )
 
 __all__ = ["from_langchain", "to_langchain"]
@@ -398,8 +399,7 @@ def _ai(
 
 def _usage(raw: Mapping[str, Any]) -> Usage:
     def count(source: object, key: str) -> int:
-        value = cast(Mapping[str, Any], source).get(key) if isinstance(source, Mapping) else None
-        return value if isinstance(value, int) else 0
+        return token_count(cast(Mapping[str, Any], source).get(key) if isinstance(source, Mapping) else None)
 
     inputs = raw.get("input_token_details")
     outputs = raw.get("output_token_details")

@@ -26,6 +26,7 @@ from tether.models.wire import (
     opt_str,
     seq,
     string,
+    token_count,
 )
 
 __all__ = ["from_pydantic_ai", "to_pydantic_ai"]
@@ -359,13 +360,11 @@ def _import_response(response: Mapping[str, Any], mi: int, path: str, report: Co
 
 def _usage(raw: Mapping[str, Any]) -> Usage:
     def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) else 0
+        return token_count(raw.get(key))
 
     reasoning = count("output_reasoning_tokens")
     if not reasoning:
-        value = opt_obj(raw.get("details")).get("reasoning_tokens")
-        reasoning = value if isinstance(value, int) else 0
+        reasoning = token_count(opt_obj(raw.get("details")).get("reasoning_tokens"))
     return Usage(
         count("input_tokens"),
         count("output_tokens"),

@@ -32,6 +32,20 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _any_decoder = msgspec.json.Decoder()
 
 
+class _Shape(msgspec.Struct):
+    """Which of ``content`` and ``parts`` a message object names. Their values stay raw and the
+    other fields are skipped, exactly as the typed decoder skips fields it does not know: a
+    document that decoded once decodes again here (an unknown field holding a number no decoder
+    holds, or a key that is not UTF-8, must not fail the second look)."""
+
+    content: msgspec.Raw = msgspec.Raw(b"")  # empty: the field is absent
+    parts: msgspec.Raw = msgspec.Raw(b"")
+
+
+_shape_list_decoder = msgspec.json.Decoder(list[_Shape])
+_shape_one_decoder = msgspec.json.Decoder(_Shape)
+
+
 def dumps(messages: Iterable[Message]) -> bytes:
     """Encode messages as the tether JSON contract (a JSON array).
 
@@ -93,9 +107,9 @@ def loads(data: bytes | bytearray | memoryview | str) -> list[Message]:
     messages: list[Message] = _decode(_list_decoder, data)
     empty = [i for i, message in enumerate(messages) if not message.parts]
     if empty:  # rare: only then look at the document again (once)
-        document: list[Any] = _any_decoder.decode(data)
+        shapes: list[_Shape] = _decode(_shape_list_decoder, data)
         for index in empty:
-            _refuse_content(document[index], f"message {index}", f"$[{index}]")
+            _refuse_content(shapes[index], f"message {index}", f"$[{index}]")
     return messages
 
 
@@ -103,15 +117,15 @@ def loads_message(data: bytes | bytearray | memoryview | str) -> Message:
     """Decode one JSON message object (refusing ``"content"`` as ``loads`` does)."""
     message: Message = _decode(_one_decoder, data)
     if not message.parts:
-        _refuse_content(_any_decoder.decode(data), "the message", "$")
+        _refuse_content(_decode(_shape_one_decoder, data), "the message", "$")
     return message
 
 
-def _refuse_content(item: dict[str, Any], where: str, path: str) -> None:
+def _refuse_content(item: _Shape, where: str, path: str) -> None:
     """Raise ``DecodeError`` when a decoded message object has no ``parts`` but a ``content``
     field: the contract never names a field ``content``, so it is another format's message whose
     content would otherwise be dropped in silence."""
-    if "content" in item and "parts" not in item:
+    if item.content and not item.parts:
         raise DecodeError(
             f'{where} has "content" where the tether contract has "parts" (another format\'s '
             f"message? tether.convert reads OpenAI, Anthropic, Gemini and peer formats) at {path}.content",

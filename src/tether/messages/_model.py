@@ -7,7 +7,6 @@ tuples. The JSON shape is the durable contract described in docs/adr/0001-messag
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, TypeAlias, cast
 
 import msgspec
@@ -34,13 +33,6 @@ Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
 _json_object_decoder = msgspec.json.Decoder(dict[str, Any])
-
-
-class _AnyObject(msgspec.Struct):
-    """Matches any JSON object; decoding it validates the text without building values."""
-
-
-_json_object_checker = msgspec.json.Decoder(_AnyObject)
 
 
 class _Part(msgspec.Struct, frozen=True, tag_field="type", rename="camel", omit_defaults=True):
@@ -104,29 +96,25 @@ class ToolCall(_Part, frozen=True, tag="tool-call"):
 
     @property
     def truncated(self) -> bool:
-        """True when ``arguments`` is not a valid JSON object (text holding a lone surrogate,
-        which no JSON encoding carries, is not one either)."""
+        """True when ``arguments`` is not a JSON object whose every value tether holds: text cut
+        short, another JSON value, a lone surrogate (no JSON encoding carries it), or a number
+        no encoder can write back as it came (``1e999``, an integer of 4,300 digits and more).
+        Such arguments travel as ``{"truncated_args": "<verbatim text>"}`` (ADR 0005, 0021)."""
         try:
-            _json_object_checker.decode(self.arguments)
+            _json_object_decoder.decode(self.arguments)
         except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
             return True
         return False
 
     def args(self) -> dict[str, Any]:
-        """The arguments parsed as a JSON object; ``DecodeError`` names the call when they are not."""
+        """The arguments parsed as a JSON object; ``DecodeError`` names the call when they are
+        not one (exactly when ``truncated`` is true)."""
         try:
             return _json_object_decoder.decode(self.arguments)
         except (msgspec.DecodeError, RecursionError) as exc:
             problem = str(exc)
         except UnicodeEncodeError as exc:
             problem = f"a lone surrogate at character {exc.start} is not valid Unicode"
-        if not self.truncated:  # valid JSON msgspec cannot hold (e.g. 1e400): agree with .truncated
-            try:
-                value = json.loads(self.arguments)
-            except (ValueError, RecursionError):
-                value = None
-            if isinstance(value, dict):
-                return cast(dict[str, Any], value)
         raise DecodeError(
             f"arguments of tool call {self.id!r} ({self.name}) are not a JSON object: {problem}"
         )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tether.errors import MissingExtra, UserError
 from tether.models._base import Profile
+from tether.models._compat_aisdk import AISDK
 from tether.models._limits import ANTHROPIC_LIMITS, GEMINI_LIMITS, OPENAI_LIMITS, Limits
 from tether.models._registry import PROVIDERS
 from tether.models.wire._documented import IMPORT_LOSSES, RESPONSE_LOSSES
@@ -216,9 +217,11 @@ What AG-UI cannot carry to a client:
 """The AG-UI section: prose, and (header, rows) tables."""
 
 
-def _agui_section() -> list[str]:
+def _agui_section(
+    items: tuple[str | tuple[tuple[str, str], list[tuple[str, str]]], ...] = _AGUI,
+) -> list[str]:
     lines: list[str] = []
-    for item in _AGUI:
+    for item in items:
         if isinstance(item, str):
             lines += item.split("\n")
         else:
@@ -226,6 +229,28 @@ def _agui_section() -> list[str]:
             lines += [f"| {left} | {right} |", "|---|---|"]
             lines += [f"| {a} | {b} |" for a, b in rows]
     return lines
+
+
+_OPENAI_AGENTS = """
+## OpenAI Agents SDK session
+
+`tether.integrations.openai_agents.TetherSession` (extra `openai-agents`; tested with
+openai-agents 0.24.0) implements the SDK's session protocol over any tether store
+([docs/openai-agents.md](openai-agents.md), decisions in
+[ADR 0019](adr/0019-openai-agents-session.md)). Items convert with `from_openai_agents` /
+`to_openai_agents` (the Responses mapping above); what they cannot carry is logged on
+`tether.integrations.openai_agents`.
+
+| Session | tether |
+|---|---|
+| `get_items(limit)`, `session_settings.limit` | the stored messages' items (last `limit`), markers applied |
+| `add_items(items)` | one atomic append of the converted messages |
+| `pop_item()` | a pop marker appended (checked against the version read; the log is never rewritten) |
+| `clear_session()` | a clear marker appended |
+| items the SDK writes (messages, reasoning, function calls, outputs, handoffs) | returned equal |
+| hosted-tool items, annotations, `provider_data` | dropped, logged |
+"""
+"""The OpenAI Agents SDK session section (tether.integrations.openai_agents)."""
 
 
 _IMPORT_HEADER = """
@@ -340,6 +365,8 @@ def render() -> str:
     lines.append(_RESPONSES_IDS)
     lines += _import_section()
     lines += _agui_section()
+    lines += _agui_section(AISDK)  # the same shape: prose and two-column tables
+    lines += _OPENAI_AGENTS.lstrip("\n").split("\n")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -11,7 +11,39 @@ from typing import Any, TypeAlias, cast
 
 from tether.errors import UserError
 
-__all__ = ["pattern_example", "schema_example"]
+__all__ = ["EXAMPLE_LIMIT", "pattern_example", "schema_example"]
+
+EXAMPLE_LIMIT = 65_536
+"""The most characters (of strings) plus items (of arrays and objects) a value made by
+``schema_example`` or ``pattern_example`` may hold. The schemas can be a client's (a tool the
+front end declares): ``"minLength": 30000000`` would otherwise be a 30 MB call, built in memory
+before anything else looks at it. A schema that needs more is refused with ``UserError``."""
+_SEARCH_WORK = 32 * EXAMPLE_LIMIT
+"""Characters ``pattern_example`` may generate while it looks for a fitting string."""
+
+
+class _Budget:
+    """What is left of ``EXAMPLE_LIMIT`` for one value (or of the work of one pattern search)."""
+
+    __slots__ = ("left", "limit", "search")
+
+    def __init__(self, limit: int = EXAMPLE_LIMIT, *, search: bool = False) -> None:
+        self.left = self.limit = limit
+        self.search = search
+
+    def take(self, n: int, what: str) -> None:
+        self.left -= n
+        if self.left < 0:
+            if self.search:
+                raise UserError(
+                    f"schema_example: {what} found no fitting string within {self.limit} characters "
+                    "of trials: give the pattern a shorter minLength"
+                )
+            raise UserError(
+                f"schema_example: {what} makes the value larger than {self.limit} characters and "
+                "items (EXAMPLE_LIMIT): test models make small examples"
+            )
+
 
 _FORMATS: Mapping[str, str] = MappingProxyType(
     {
@@ -43,14 +75,18 @@ def schema_example(schema: dict[str, Any], root: dict[str, Any] | None = None, d
     with a ``format`` (date-time, date, time, duration, uuid, ...), base64 content, a
     ``pattern`` and ``minLength``/``maxLength``, and numbers within ``minimum``/``maximum``
     (exclusive or not) and ``multipleOf``. Raises ``UserError`` when no value can satisfy the
-    schema (an empty range, an unsatisfiable pattern)."""
-    root = schema if root is None else root
+    schema (an empty range, an unsatisfiable pattern, bounds that are not finite numbers or an
+    integer beyond 64 bits) or when the value would be larger than ``EXAMPLE_LIMIT``."""
+    return _example(schema, schema if root is None else root, depth, _Budget())
+
+
+def _example(schema: dict[str, Any], root: dict[str, Any], depth: int, budget: _Budget) -> Any:
     if depth > 32:
         raise UserError("schema_example: the schema nests deeper than 32 levels")
     ref = schema.get("$ref")
     if isinstance(ref, str):
         name = ref.rsplit("/", 1)[-1]
-        return schema_example(root.get("$defs", {}).get(name, {}), root, depth + 1)
+        return _example(root.get("$defs", {}).get(name, {}), root, depth + 1, budget)
     if "default" in schema:
         return schema["default"]
     if "const" in schema:
@@ -61,34 +97,38 @@ def schema_example(schema: dict[str, Any], root: dict[str, Any] | None = None, d
         options = cast(list[dict[str, Any]], schema.get(key) or [])
         if options:
             non_null = [o for o in options if o.get("type") != "null"] or options
-            return schema_example(non_null[0], root, depth + 1)
+            return _example(non_null[0], root, depth + 1, budget)
     kind = schema.get("type", "object")
     if isinstance(kind, list):
         kinds = [k for k in cast(list[str], kind) if k != "null"] or ["null"]
         kind = kinds[0]
     if kind == "object":
         props = cast(dict[str, dict[str, Any]], schema.get("properties", {}))
-        out = {k: schema_example(v, root, depth + 1) for k, v in props.items()}
+        budget.take(len(props), "properties")
+        out = {k: _example(v, root, depth + 1, budget) for k, v in props.items()}
         extra = schema.get("additionalProperties")
-        wanted = int(schema.get("minProperties", 0))
+        wanted = _count(schema.get("minProperties", 0), "minProperties")
+        budget.take(max(0, wanted - len(out)), f"minProperties {wanted}")
         value_schema = cast(dict[str, Any], extra) if isinstance(extra, dict) else {}
         n = 0
         while len(out) < wanted:
             n += 1
-            out.setdefault(f"key{n}", schema_example(value_schema, root, depth + 1))
+            out.setdefault(f"key{n}", _example(value_schema, root, depth + 1, budget))
         return out
     if kind == "array":
         prefix = cast(list[dict[str, Any]], schema.get("prefixItems") or [])
         if prefix:
-            return [schema_example(item, root, depth + 1) for item in prefix]
+            budget.take(len(prefix), "prefixItems")
+            return [_example(item, root, depth + 1, budget) for item in prefix]
         items = cast(dict[str, Any], schema.get("items") or {})
-        count = max(int(schema.get("minItems", 1)), 1)
+        count = max(_count(schema.get("minItems", 1), "minItems"), 1)
         max_items = schema.get("maxItems")
         if isinstance(max_items, int):
             count = min(count, max_items)
-        return [schema_example(items, root, depth + 1) for _ in range(count)]
+        budget.take(count, f"minItems {count}")
+        return [_example(items, root, depth + 1, budget) for _ in range(count)]
     if kind == "string":
-        return _string_example(schema)
+        return _string_example(schema, budget)
     if kind == "integer":
         return _integer_example(schema)
     if kind == "number":
@@ -98,26 +138,50 @@ def schema_example(schema: dict[str, Any], root: dict[str, Any] | None = None, d
     return None
 
 
-def _string_example(schema: dict[str, Any]) -> str:
-    min_len = int(schema.get("minLength", 0))
+def _count(value: object, what: str, *, least: bool = True) -> int:
+    """A ``minLength``/``minItems``/``minProperties`` (``least``) or ``maxLength`` of a schema as an
+    int; ``UserError`` for a value that is not a finite non-negative number, or a least count
+    over ``EXAMPLE_LIMIT``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise UserError(f"schema_example: {what} must be a non-negative integer, not {_short(value)}")
+    if least and value > EXAMPLE_LIMIT:
+        _Budget().take(EXAMPLE_LIMIT + 1, f"{what} {_short(value)}")
+    return int(value)
+
+
+def _string_example(schema: dict[str, Any], budget: _Budget) -> str:
+    min_len = _count(schema.get("minLength", 0), "minLength")
     max_len = schema.get("maxLength")
-    top = int(max_len) if isinstance(max_len, int | float) else None
+    top = _count(max_len, "maxLength", least=False) if isinstance(max_len, int | float) else None
     if top is not None and top < min_len:
         raise UserError(f"schema_example: no string has minLength {min_len} and maxLength {top}")
     fmt = schema.get("format")
     if isinstance(fmt, str) and fmt in _FORMATS:
         return _FORMATS[fmt]
+    budget.take(min_len, f"minLength {min_len}")
     if schema.get("contentEncoding") == "base64":
         return "AAAA" * (-(-min_len // 4))
     pattern = schema.get("pattern")
     if isinstance(pattern, str):
-        return pattern_example(pattern, min_len, top)
+        text = pattern_example(pattern, min_len, top)
+        budget.take(len(text) - min_len, f"pattern {pattern[:40]!r}")
+        return text
     length = max(min_len, 1) if top is None else min(max(min_len, 1), top)
+    budget.take(length - min_len, "a string")
     return "a" * length
+
+
+_HUGE = 10**300
+"""Integers this large are refused (a bound of thousands of digits is no tool's argument, and
+past 4,300 digits Python will not even write it)."""
 
 
 def _bounds(schema: dict[str, Any]) -> tuple[float | None, bool, float | None, bool]:
     """``(low, low_open, high, high_open)`` from minimum/maximum and their exclusive forms."""
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
+        value = schema.get(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"schema_example: {key} must be a finite number, not {value!r}")
     lo: float | None = schema.get("minimum")
     hi: float | None = schema.get("maximum")
     xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
@@ -156,6 +220,10 @@ def _integer_example(schema: dict[str, Any]) -> int:
     k = _closest_to_zero(None if low is None else -(-low // unit), None if high is None else high // unit)
     if k is None:
         raise UserError(f"schema_example: no integer satisfies {_numeric_constraints(schema)}")
+    if abs(k * unit) >= _HUGE:
+        raise UserError(
+            f"schema_example: {_numeric_constraints(schema)} asks for an integer of over 300 digits"
+        )
     return k * unit
 
 
@@ -187,7 +255,14 @@ def _number_example(schema: dict[str, Any]) -> float:
 
 def _numeric_constraints(schema: dict[str, Any]) -> str:
     keys = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")
-    return ", ".join(f"{k}={schema[k]!r}" for k in keys if k in schema) or "the schema"
+    return ", ".join(f"{k}={_short(schema[k])}" for k in keys if k in schema) or "the schema"
+
+
+def _short(value: object) -> str:
+    if isinstance(value, int) and abs(value) >= _HUGE:
+        return f"<an integer of {value.bit_length()} bits>"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 _CLASS_ESCAPES: Mapping[str, Callable[[str], bool]] = MappingProxyType(
@@ -218,7 +293,7 @@ class _PatternParser:
         self.groups = 0
 
     def fail(self, why: str) -> UserError:
-        return UserError(f"schema_example: cannot use pattern {self.p!r}: {why} (at offset {self.i})")
+        return UserError(f"schema_example: cannot use pattern {self.p[:80]!r}: {why} (at offset {self.i})")
 
     def peek(self) -> str:
         return self.p[self.i] if self.i < len(self.p) else ""
@@ -386,37 +461,43 @@ class _PatternParser:
         raise self.fail("no character fits a character class")
 
 
-def _generate(node: _Node, extra: int, groups: dict[int | str, str]) -> str:
+def _generate(node: _Node, extra: int, groups: dict[int | str, str], work: _Budget) -> str:
     kind = node[0]
     if kind == "lit":
+        work.take(len(node[1]), "the pattern")
         return node[1]
     if kind == "seq":
-        return "".join(_generate(n, extra, groups) for n in node[1])
+        return "".join(_generate(n, extra, groups, work) for n in node[1])
     if kind == "alt":
-        return _generate(node[1][0], extra, groups)
+        return _generate(node[1][0], extra, groups, work)
     if kind == "group":
-        text = _generate(node[1], extra, groups)
+        text = _generate(node[1], extra, groups, work)
         if node[2] is not None:
             groups[node[2]] = text
         return text
     if kind == "rep":
         low, high = node[2], node[3]
         count = low + extra if high is None else min(high, low + extra)
-        return "".join(_generate(node[1], extra, groups) for _ in range(count))
+        return "".join(_generate(node[1], extra, groups, work) for _ in range(count))
     if kind == "ref":
-        return groups.get(node[1], "")
+        text = groups.get(node[1], "")
+        work.take(len(text), "the pattern")
+        return text
     return ""
 
 
 def pattern_example(pattern: str, min_length: int = 0, max_length: int | None = None) -> str:
     """A string matching the JSON Schema ``pattern`` (searched, not anchored, as JSON Schema
     does) whose length is within ``min_length``/``max_length``. Raises ``UserError`` when the
-    pattern cannot be satisfied or is not a regular expression this function understands."""
+    pattern cannot be satisfied, is not a regular expression this function understands, or asks
+    for more than ``EXAMPLE_LIMIT`` characters (a quantifier such as ``{30000000}``)."""
+    if min_length > EXAMPLE_LIMIT:
+        _Budget().take(min_length, f"minLength {min_length}")
     try:
         compiled = re.compile(re.sub(r"\(\?<(?![=!])", "(?P<", pattern))
     except re.error as exc:
         raise UserError(
-            f"schema_example: pattern {pattern!r} is not a valid regular expression: {exc}"
+            f"schema_example: pattern {pattern[:80]!r} is not a valid regular expression: {exc}"
         ) from None
     parser = _PatternParser(pattern)
     tree = parser.alternation()
@@ -429,8 +510,10 @@ def pattern_example(pattern: str, min_length: int = 0, max_length: int | None = 
         return long_enough and short_enough and compiled.search(text) is not None
 
     previous = None
+    work = _Budget(_SEARCH_WORK, search=True)
     for extra in range(min_length + 2):
-        text = _generate(tree, extra, {})
+        text = _generate(tree, extra, {}, _Budget())
+        work.take(len(text) + max(0, min_length - len(text)), f"a search for pattern {pattern[:40]!r}")
         if fits(text):
             return text
         if text == previous or (max_length is not None and len(text) > max_length):
@@ -442,4 +525,4 @@ def pattern_example(pattern: str, min_length: int = 0, max_length: int | None = 
                 if fits(padded):
                     return padded
     limits = f" with length {min_length}..{'' if max_length is None else max_length}"
-    raise UserError(f"schema_example: cannot produce a string matching pattern {pattern!r}{limits}")
+    raise UserError(f"schema_example: cannot produce a string matching pattern {pattern[:80]!r}{limits}")

@@ -17,12 +17,22 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ._errors import ApiError
+from ._numbers import is_count, parse_count
 
 if TYPE_CHECKING:
     from ._runs import Caller
     from ._state import ServeState
 
-__all__ = ["Api", "Call", "Operation", "Query", "json_response", "query_int", "read_json"]
+__all__ = [
+    "Api",
+    "Call",
+    "Operation",
+    "Query",
+    "check_json_request",
+    "json_response",
+    "query_int",
+    "read_json",
+]
 
 B = TypeVar("B")
 _encoder = msgspec.json.Encoder()
@@ -140,19 +150,49 @@ def query_int(request: Request, name: str, default: int, *, low: int = 0, high: 
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw, 10)
-    except ValueError:
-        raise ApiError(400, f"query parameter {name!r} must be an integer, not {raw[:40]!r}") from None
+    value = parse_count(raw, f"query parameter {name!r}")
     if not low <= value <= high:
         raise ApiError(400, f"query parameter {name!r} must be between {low} and {high}, not {value}")
     return value
 
 
+_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _is_json(media: str) -> bool:
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def check_json_request(request: Request, *, takes_body: bool) -> None:
+    """A state-changing request (any method but GET/HEAD/OPTIONS) is JSON or has no body: a
+    ``Content-Type`` other than JSON is 415 even with an empty body, and so is a body without
+    one (the types an HTML form or a no-preflight ``fetch`` of another site can send are not
+    JSON); a body on a route that takes none is 400. Checked from the headers, before any route
+    runs, on every operation of the table."""
+    if request.method in _SAFE:
+        return
+    types = request.headers.getlist("content-type")
+    if len(types) > 1:
+        raise ApiError(400, "several Content-Type headers: send at most one")
+    declared = request.headers.get("content-length")
+    empty = declared is not None and is_count(declared) and int(declared) == 0
+    has_body = not empty and (declared is not None or "transfer-encoding" in request.headers)
+    if types:
+        media = types[0].split(";")[0].strip().lower()
+        if not _is_json(media):
+            raise ApiError(
+                415, f"a request must be sent as Content-Type: application/json, not {media[:80]!r}"
+            )
+    elif has_body:
+        raise ApiError(415, "a request body must be sent as Content-Type: application/json (none was given)")
+    if has_body and not takes_body:
+        raise ApiError(400, f"{request.method} {request.url.path[:200]} takes no request body")
+
+
 async def read_json(request: Request, kind: Any, limit: int, *, required: bool = True) -> Any:
     """The body decoded as ``kind``; 413 over ``limit`` bytes, 400 naming the JSON path."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and is_count(declared) and int(declared) > limit:
         raise ApiError(413, f"request body of {declared} bytes is over the limit (max_body_bytes={limit})")
     chunks: list[bytes] = []
     size = 0
@@ -169,12 +209,6 @@ async def read_json(request: Request, kind: Any, limit: int, *, required: bool =
         if required:
             raise ApiError(400, "the request needs a JSON body at $")
         data = b"{}"
-    else:
-        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media != "application/json" and not media.endswith("+json"):
-            raise ApiError(
-                415, f"the body must be sent as Content-Type: application/json, not {media[:80]!r}"
-            )
     try:
         return msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:

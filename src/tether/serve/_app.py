@@ -25,8 +25,8 @@ from tether.stores import SQLiteStore, Store
 from tether.stores import events as event_logs
 from tether.stores.events import EventLog, SQLiteEventLog, UserStore
 
-from . import _routes_conversations, _routes_runs, agui
-from ._api import Api, Call, json_response, read_json
+from . import _routes_conversations, _routes_runs, agui, aisdk
+from ._api import Api, Call, check_json_request, json_response, read_json
 from ._auth import Authenticator
 from ._config import ServeConfig
 from ._errors import handle_exception, handle_http
@@ -62,6 +62,7 @@ API = Api()
 _routes_conversations.register(API)
 _routes_runs.register(API)
 agui.register(API)
+aisdk.register(API)  # the AI SDK's chat stream (docs/ai-sdk.md)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -104,6 +105,7 @@ def _endpoint(op: Any, state: ServeState) -> Callable[[Request], Awaitable[Respo
         try:
             check_browser_boundary(request, auth=state.config.auth)
             caller = await state.auth.caller(request) if op.auth else Caller("")
+            check_json_request(request, takes_body=op.body is not None)
             body = None
             if op.body is not None:
                 body = await read_json(

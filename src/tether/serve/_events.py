@@ -26,6 +26,7 @@ __all__ = [
     "HistoryCompactedEvent",
     "RunCanceledEvent",
     "RunCompletedEvent",
+    "RunDeletedEvent",
     "RunFailedEvent",
     "RunInterruptedEvent",
     "RunPausedEvent",
@@ -170,6 +171,13 @@ class RunInterruptedEvent(_Base, frozen=True, tag="run.interrupted"):
     reason: str
 
 
+class RunDeletedEvent(_Base, frozen=True, tag="run.deleted"):
+    """The last event of a stream whose run was deleted with its conversation before the stream
+    read the run's own last event. Sent, never stored: it has no ``id:`` (nothing to resume)."""
+
+    reason: str
+
+
 EventOut = (
     RunStartedEvent
     | TextDeltaEvent
@@ -185,6 +193,7 @@ EventOut = (
     | RunFailedEvent
     | RunCanceledEvent
     | RunInterruptedEvent
+    | RunDeletedEvent
 )
 TERMINAL_TYPES = frozenset({"run.completed", "run.failed", "run.canceled", "run.interrupted"})
 """Event types after which a run's stream ends."""

@@ -109,6 +109,8 @@ def _operation(op: Operation, by_type: dict[Any, Any], error: dict[str, Any], au
         responses[str(op.status)] = {"description": "OK", "content": _content(by_type[op.response])}
     for status in sorted({*op.errors, *((401,) if op.auth and auth else ())}):
         responses[str(status)] = {"description": "error", "content": _content(error)}
+        if status == 204:  # listed with the errors: an empty answer (nothing to stream)
+            responses[str(status)] = {"description": "no content"}
     responses["default"] = {"description": "error", "content": _content(error)}
     out: dict[str, Any] = {
         "operationId": op.name,

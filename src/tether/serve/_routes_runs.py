@@ -8,6 +8,7 @@ from tether.stores.events import RunRecord
 
 from ._api import Api, Call, Query, json_response, query_int
 from ._errors import ApiError, check_part_bytes
+from ._numbers import COUNT_PATTERN
 from ._runs import decode_pause
 from ._schemas import DecisionsIn, PauseOut, PendingCallOut, RunIn, RunList, RunOut
 from ._sse import SSE_HEADERS, SlotStream, check_resume_point, event_stream, resume_point
@@ -20,7 +21,11 @@ routes = Api()
 _AFTER = Query(
     "after", "Resume after this event id (Last-Event-ID takes precedence).", {"type": "integer", "minimum": 0}
 )
-_LAST_EVENT_ID = Query("Last-Event-ID", "The id of the last event the client has.", {"type": "string"})
+_LAST_EVENT_ID = Query(
+    "Last-Event-ID",
+    "The id of the last event the client has (ASCII digits).",
+    {"type": "string", "pattern": COUNT_PATTERN},
+)
 
 
 def check_prompt(prompt: str, limit: int, where: str) -> None:

@@ -41,7 +41,7 @@ from tether.agent import (
 from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
 from tether.messages import ToolCall, new_id
 from tether.stores import Store
-from tether.stores.events import EventLog, RunRecord, RunStatus
+from tether.stores.events import ActiveRunLimit, EventLog, RunRecord, RunStatus
 from tether.telemetry import TraceLink, continue_trace, parse_traceparent
 
 from ._errors import ApiError, check_part_bytes
@@ -264,15 +264,18 @@ class RunManager:
         conversation that is absent or another owner's; ``ConflictError`` when it has an active run.
         ``extra_tools`` are added to the agent's for this run (a client's external tools)."""
         await self.store.info(caller.owner, conversation_id)
-        if self.max_active_runs and await self.events.active_count(caller.owner) >= self.max_active_runs:
+        run_id = new_id()
+        first = encode_event(traced(RunStartedEvent(run_id, conversation_id, prompt), _incoming(caller)))
+        try:  # the count of active runs and the insert are one step of the log, on every process
+            record = await self.events.start_run(
+                caller.owner, conversation_id, run_id, self.process_id, first, max_active=self.max_active_runs
+            )
+        except ActiveRunLimit:
             raise ApiError(
                 429,
                 f"you have {self.max_active_runs} active runs (the limit, max_active_runs): wait for one to "
                 "end, or cancel one",
-            )
-        run_id = new_id()
-        first = encode_event(traced(RunStartedEvent(run_id, conversation_id, prompt), _incoming(caller)))
-        record = await self.events.start_run(caller.owner, conversation_id, run_id, self.process_id, first)
+            ) from None
         self._launch(record, prompt, None, self._context(caller), extra_tools)
         return record
 
@@ -438,6 +441,7 @@ class RunManager:
             raise ApiError(409, f"pause {given!r} is not the run's current pause {pause.pause_id!r}")
         if time.time() > pause.expires_at:
             raise ApiError(409, f"pause {pause.pause_id!r} expired; cancel the run and ask again")
+        self._check_tools(pause, extra_tools)
         deferred, summary = _decisions(pause, body, self.max_part_bytes)
         resumed_event = RunResumedEvent(run_id, record.conversation_id, pause.pause_id, summary)
         event = encode_event(traced(resumed_event, _incoming(caller)))
@@ -454,6 +458,20 @@ class RunManager:
         resumed = await self.events.get_run(caller.owner, run_id)
         self._launch(resumed, None, deferred, self._context(caller), extra_tools)
         return resumed
+
+    def _check_tools(self, pause: StoredPause, extra_tools: Sequence[Tool[Any]]) -> None:
+        """422 when a pending call is of a tool the resumed run would not have: a client's own
+        tool (AG-UI ``tools``) exists only in the requests that declare it, and a run resumed
+        without it would fail and lose the client's result (the run stays paused instead)."""
+        known = {t.name for t in (*self.agent.tools, *extra_tools)}
+        for stored in pause.calls:
+            if stored.kind == "external" and stored.call.name not in known:
+                raise ApiError(
+                    422,
+                    f"call {stored.call.id!r} waits for the result of the client's tool "
+                    f"{stored.call.name!r}, which only the AG-UI request that started the run declared: "
+                    "answer it with POST /v1/agui (a tool message, and the same tools), or cancel the run",
+                )
 
     async def cancel(self, caller: Caller, run_id: str, wait: float = 10.0) -> RunRecord:
         """The explicit Stop. Idempotent: a finished run is returned as it is."""

@@ -10,6 +10,7 @@ ends instead of delivering for ever.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -17,16 +18,20 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from tether.errors import NotFound
+from tether.errors import NotFound, StoreError
 from tether.stores.events import TERMINAL, EventLog, LoggedEvent, RunRecord
 
 from ._errors import ApiError
-from ._events import TERMINAL_TYPES, event_type
+from ._events import TERMINAL_TYPES, RunDeletedEvent, encode_event, event_type
+from ._numbers import parse_count
 
 __all__ = [
+    "DELETED",
     "REVOKED",
     "SSE_HEADERS",
+    "UNAVAILABLE",
     "Allowed",
+    "Slot",
     "StreamSlots",
     "check_resume_point",
     "event_stream",
@@ -36,6 +41,9 @@ __all__ = [
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 REVOKED = "access revoked: the token or its user was revoked while the stream was open"
+DELETED = "the conversation was deleted, with its runs and their events, while the stream was open"
+UNAVAILABLE = "the event log failed; reconnect with Last-Event-ID"
+log = logging.getLogger("tether.serve")
 
 Allowed = Callable[[], Awaitable[bool]]
 """Asks again whether the stream's caller may still read (a revoked token answers False)."""
@@ -55,6 +63,10 @@ class _Slot:
         if self._slots is not None:
             self._slots.give_back(self._owner)
             self._slots = None
+
+
+Slot = _Slot
+"""One open stream's place (``StreamSlots.take``)."""
 
 
 class StreamSlots:
@@ -114,16 +126,10 @@ def check_resume_point(after: int, record: RunRecord) -> None:
 def resume_point(request: Request) -> int:
     """The last sequence number the client has: ``Last-Event-ID``, else ``?after=``, else 0."""
     raw = request.headers.get("last-event-id")
-    name = "Last-Event-ID header"
-    if raw is None or not raw.strip():
-        raw = request.query_params.get("after")
-        name = "query parameter 'after'"
-    if raw is None or not raw.strip():
-        return 0
-    raw = raw.strip()
-    if not raw.isdigit() or len(raw) > 18:
-        raise ApiError(400, f"{name} must be an event id (a non-negative integer), not {raw[:40]!r}")
-    return int(raw)
+    if raw is not None and raw.strip():  # an empty one is a browser's first connect
+        return parse_count(raw.strip(), "Last-Event-ID header (an event id)")
+    after = request.query_params.get("after")
+    return 0 if after is None else parse_count(after, "query parameter 'after' (an event id)")
 
 
 async def follow_log(
@@ -140,7 +146,8 @@ async def follow_log(
     once and in order, up to and including the first whose type is in ``until``; ``None`` after
     ``ping_interval`` seconds without one (time for a keep-alive). ``allowed`` is asked again at
     most once per ``ping_interval``; when it answers False the stream raises ``ApiError(401)``
-    (the response has started: the stream writes its own last words and ends)."""
+    (the response has started: the stream writes its own last words and ends). A run deleted
+    under the stream (with its conversation) raises ``ApiError(404, DELETED)`` the same way."""
     owner, run_id = record.owner, record.run_id
     if record.status in TERMINAL and after >= record.last_seq:
         return
@@ -151,7 +158,10 @@ async def follow_log(
             if not await allowed():
                 raise ApiError(401, REVOKED)
             checked = time.monotonic()
-        found = await events.read(owner, run_id, last, batch)
+        try:
+            found = await events.read(owner, run_id, last, batch)
+        except NotFound:
+            raise ApiError(404, DELETED) from None
         if found:
             out: list[LoggedEvent] = []
             done = False
@@ -182,7 +192,7 @@ async def _ended_before(events: EventLog, record: RunRecord, last: int) -> bool:
     try:
         now = await events.get_run(record.owner, record.run_id)
     except NotFound:
-        return True
+        raise ApiError(404, DELETED) from None
     return now.status in TERMINAL and last >= now.last_seq
 
 
@@ -196,7 +206,7 @@ async def event_stream(
     allowed: Allowed | None = None,
 ) -> AsyncIterator[bytes]:
     """The SSE body; a revoked caller's stream ends with a comment saying so (a reconnect
-    gets the 401)."""
+    gets the 401), a deleted run's with a ``run.deleted`` event (no ``id:``: nothing was stored)."""
     yield b"retry: 1000\n\n"
     try:
         async for found in follow_log(
@@ -207,4 +217,11 @@ async def event_stream(
             else:
                 yield b"".join(b"id: %d\ndata: %s\n\n" % (e.seq, e.data) for e in found)
     except ApiError as exc:
-        yield b": %s\n\n" % exc.message.encode()
+        if exc.status == 404:
+            gone = RunDeletedEvent(record.run_id, record.conversation_id, exc.message)
+            yield b"data: %s\n\n" % encode_event(gone)
+        else:
+            yield b": %s\n\n" % exc.message.encode()
+    except StoreError as exc:  # the database went away: the client reconnects with Last-Event-ID
+        log.error("event stream of run %s: the event log failed: %s", record.run_id, exc)
+        yield b": %s\n\n" % UNAVAILABLE.encode()

@@ -13,17 +13,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 
-from tether.errors import ConflictError, EncryptionError, NotFound, StoreError, UserError
-from tether.messages import Message, Text, ToolResult, dumps_message, new_id
+from tether.errors import ConflictError, DecodeError, EncryptionError, NotFound, StoreError, UserError
+from tether.messages import Message, Text, ToolResult, dumps_message, loads_message, new_id
 from tether.stores._protocol import ExpireHook, OnCorrupt, Store
 
 __all__ = [
     "CONVERSATION_COLUMNS",
+    "DELETED",
     "GUARD_PURGE_BATCH",
     "MAX_COUNT",
     "MAX_ID_CHARS",
     "MIGRATION_FAMILIES",
     "PREVIEW_CHARS",
+    "UNDELETE",
     "BatchFacts",
     "batch_facts",
     "check_append",
@@ -41,6 +43,7 @@ __all__ = [
     "check_tool_call",
     "check_version",
     "conflict",
+    "deleted",
     "encode_batch",
     "exists",
     "fork_point",
@@ -198,13 +201,24 @@ def check_batch(batch: object) -> int:
 
 def encode_batch(messages: Sequence[Message]) -> list[bytes]:
     """The tether JSON of each message of an append (done before any lock is taken); a message
-    the contract cannot carry is a ``UserError`` naming its index in the batch."""
+    the contract cannot carry is a ``UserError`` naming its index in the batch.
+
+    Each encoding is read back as every store's reader reads it: a message built with a value
+    of the wrong type (``Usage(input_tokens=True)``, ``Text(5)``: constructors do not check
+    types) encodes, but its row would answer ``CorruptRecord`` forever. No store writes a row
+    its own reader refuses."""
     encoded: list[bytes] = []
     for index, message in enumerate(messages):
         try:
-            encoded.append(dumps_message(message))
+            data = dumps_message(message)
+            loads_message(data)
+        except DecodeError as exc:
+            raise UserError(
+                f"append: item {index} would be stored as a record no reader accepts: {exc}"
+            ) from None
         except UserError as exc:
             raise UserError(f"append: item {index}: {exc}") from None
+        encoded.append(data)
     return encoded
 
 
@@ -283,6 +297,24 @@ def unknown_call(call_id: str, run_id: str) -> NotFound:
 def not_found(conversation_id: str) -> NotFound:
     """The one NotFound every store raises: identical for a missing and a foreign conversation."""
     return NotFound(f"no conversation {conversation_id!r}")
+
+
+DELETED = "SELECT 1 FROM tether_deleted WHERE owner = ? AND id = ?"
+"""Whether ``(owner, id)`` names a deleted conversation (``?`` placeholders)."""
+UNDELETE = "DELETE FROM tether_deleted WHERE owner = ? AND id = ?"
+"""An explicit ``create`` of a deleted conversation's id: a new conversation, no longer deleted."""
+
+
+def deleted(conversation_id: str) -> ConflictError:
+    """The error of ``create(..., exist_ok=True)`` (a run's lazy creation) on the id of a deleted
+    conversation: a deleted conversation stays deleted; only an explicit ``create`` of the id
+    makes a new one."""
+    return ConflictError(
+        f"conversation {conversation_id!r} was deleted: it is not created again implicitly "
+        "(create it explicitly to start a new one under that id)",
+        expected=0,
+        actual=0,
+    )
 
 
 def exists(conversation_id: str, version: int) -> ConflictError:

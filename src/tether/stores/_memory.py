@@ -17,6 +17,7 @@ from tether.stores._common import (
     BatchFacts,
     batch_facts,
     check_version,
+    deleted,
     exists,
     fork_point,
     load_offset,
@@ -75,6 +76,8 @@ class MemoryStore(BaseStore):
 
     def __init__(self, *, clock: Callable[[], float] = now) -> None:
         self._data: dict[tuple[str, str], _Conversation] = {}
+        self._deleted: set[tuple[str, str]] = set()
+        """Deleted conversations' ``(owner, id)``: never created again (as the SQL stores)."""
         self._lock = threading.Lock()
         self._clock = clock
         self._pks = itertools.count(1)
@@ -105,6 +108,9 @@ class MemoryStore(BaseStore):
                 if exist_ok:
                     return conversation_id
                 raise exists(conversation_id, len(existing.messages))
+            if exist_ok and (owner, conversation_id) in self._deleted:
+                raise deleted(conversation_id)
+            self._deleted.discard((owner, conversation_id))
             t = self._clock()
             self._data[(owner, conversation_id)] = _Conversation(next(self._pks), created_at=t, updated_at=t)
         return conversation_id
@@ -163,6 +169,7 @@ class MemoryStore(BaseStore):
             at = fork_point(at_version, len(c.messages))
             if (owner, target) in self._data:
                 raise exists(target, len(self._data[(owner, target)].messages))
+            self._deleted.discard((owner, target))
             copied = c.messages[:at]
             facts = batch_facts(copied)
             t = self._clock()
@@ -182,6 +189,7 @@ class MemoryStore(BaseStore):
         with self._lock:
             self._get(owner, conversation_id)
             del self._data[(owner, conversation_id)]
+            self._deleted.add((owner, conversation_id))
 
     async def _expire_claims(self, t: float) -> None:
         with self._lock:
@@ -199,6 +207,7 @@ class MemoryStore(BaseStore):
             idle = self._idle_keys(cutoff, owner)
             for key in idle:
                 del self._data[key]
+                self._deleted.add(key)
             return len(idle)
 
     async def _idle(self, cutoff: float, owner: str | None) -> list[tuple[str, str]]:
@@ -213,6 +222,7 @@ class MemoryStore(BaseStore):
             if c is None or len(c.messages) != version or c.updated_at >= cutoff:
                 return False
             del self._data[(owner, conversation_id)]
+            self._deleted.add((owner, conversation_id))
             return True
 
     async def _record_tool_started(

@@ -88,6 +88,23 @@ SQLITE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ALTER TABLE tether_conversations ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0",
         ),
     ),
+    (
+        "0005_deleted_conversations",
+        (
+            # a deleted conversation's (owner, id), whichever way it was deleted (delete, purge):
+            # create, fork and a run's lazy creation refuse the id, so a deleted conversation stays
+            # deleted (a run that raced the delete cannot bring it back)
+            """CREATE TABLE tether_deleted (
+                owner TEXT NOT NULL,
+                id TEXT NOT NULL,
+                deleted_at REAL NOT NULL,
+                PRIMARY KEY (owner, id)
+            )""",
+            "CREATE TRIGGER tether_conversations_deleted AFTER DELETE ON tether_conversations BEGIN "
+            "INSERT OR IGNORE INTO tether_deleted (owner, id, deleted_at) "
+            "VALUES (OLD.owner, OLD.id, (julianday('now') - 2440587.5) * 86400.0); END",
+        ),
+    ),
 )
 
 POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -196,6 +213,24 @@ POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ALTER TABLE tether_search ADD COLUMN tsv TSVECTOR "
             "GENERATED ALWAYS AS (to_tsvector('simple', tether_search_words(body))) STORED",
             "CREATE INDEX tether_search_tsv ON tether_search USING GIN (tsv)",
+        ),
+    ),
+    (
+        "0006_deleted_conversations",
+        (
+            # as SQLite's 0005: a deleted conversation's (owner, id), kept by a trigger
+            """CREATE TABLE tether_deleted (
+                owner TEXT NOT NULL,
+                id TEXT NOT NULL,
+                deleted_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (owner, id)
+            )""",
+            "CREATE FUNCTION tether_remember_deleted() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "INSERT INTO tether_deleted (owner, id, deleted_at) "
+            "VALUES (OLD.owner, OLD.id, extract(epoch FROM clock_timestamp())) "
+            "ON CONFLICT (owner, id) DO NOTHING; RETURN OLD; END $$",
+            "CREATE TRIGGER tether_conversations_deleted AFTER DELETE ON tether_conversations "
+            "FOR EACH ROW EXECUTE FUNCTION tether_remember_deleted()",
         ),
     ),
 )

@@ -178,6 +178,9 @@ class Store(Protocol):
 
         An existing ``(owner, conversation_id)`` raises ``ConflictError`` unless ``exist_ok``.
         Ids are scoped by owner: two owners may use the same id without seeing each other.
+        A deleted conversation stays deleted: with ``exist_ok`` (a run's lazy creation) its id is
+        ``ConflictError``, so a run that raced the delete cannot bring it back; without, the
+        caller asks for a new conversation under that id, and gets it.
         """
         ...
 

@@ -22,6 +22,7 @@ from .._result import CompactionEvent, Event
 from .._tools import Tool
 from ._compactor import Compactor
 from ._config import Compaction
+from ._defaults import compaction_window
 from ._recall import recall_tool
 from ._report import CompactionReport
 
@@ -42,11 +43,9 @@ def compaction_for(config: Compaction, model: Model, settings: ModelSettings | N
     else the model's published output limit) is kept free, at most half the window."""
     if config.reserve:
         return config
-    profile = model.profile
-    window = config.window if config.window is not None else profile.context_window
-    reserve = (settings.max_tokens if settings is not None else None) or profile.max_output_tokens or 0
-    if window is not None:
-        reserve = min(reserve, window // 2)
+    window = compaction_window(config, model)
+    reserve = (settings.max_tokens if settings is not None else None) or model.profile.max_output_tokens or 0
+    reserve = min(reserve, window // 2)
     return replace(config, reserve=reserve) if reserve else config
 
 
@@ -84,9 +83,9 @@ class RunCompaction:
     for their messages to be stored, and the recall tool's loader."""
 
     def __init__(self, config: Compaction, model: Model, settings: ModelSettings | None) -> None:
+        self.window = compaction_window(config, model)  # UserError: no window known
         self.config = compaction_for(config, model, settings)
         self.model = model
-        self.window = self.config.window if self.config.window is not None else model.profile.context_window
         self.compactor: Compactor | None = None
         self.overhead = 0
         self.keep = True

@@ -13,7 +13,17 @@ from tether.models.wire._common import (
     replays_reasoning,
     wire_arguments,
 )
-from tether.models.wire._json import b64decode_either, fail, given, obj, opt_obj, opt_str, seq, string
+from tether.models.wire._json import (
+    b64decode_either,
+    fail,
+    given,
+    obj,
+    opt_obj,
+    opt_str,
+    seq,
+    string,
+    token_count,
+)
 
 __all__ = [
     "ConversionReport",
@@ -28,5 +38,6 @@ __all__ = [
     "replays_reasoning",
     "seq",
     "string",
+    "token_count",
     "wire_arguments",
 ]

@@ -24,7 +24,7 @@ from tether.messages import (
 )
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from tether.models.wire._common import ConversionReport
-from tether.models.wire._json import b64decode, fail, obj, seq, string
+from tether.models.wire._json import b64decode, fail, obj, seq, string, token_count
 
 __all__ = [
     "PROVIDER",
@@ -221,12 +221,11 @@ def decode_usage(raw: object) -> Usage:
     usage = cast(Mapping[str, Any], raw)
 
     def count(key: str) -> int:
-        value = usage.get(key)
-        return value if isinstance(value, int) else 0
+        return token_count(usage.get(key))
 
     read, write = count("cache_read_input_tokens"), count("cache_creation_input_tokens")
     return Usage(
-        input_tokens=count("input_tokens") + read + write,
+        input_tokens=token_count(count("input_tokens") + read + write),
         output_tokens=count("output_tokens"),
         cache_read_tokens=read,
         cache_write_tokens=write,
@@ -278,7 +277,10 @@ class StreamAccumulator:
     """Feeds Messages streaming events (``message_start``, ``content_block_*``, ``message_delta``…)
     as dicts. :meth:`feed` returns the deltas of each event; :meth:`body` is the equivalent
     non-streamed response body and :meth:`result` its :func:`decode_response`, so a streamed
-    response equals the non-streamed one part for part. Delta indexes are final part indexes."""
+    response equals the non-streamed one part for part. Delta indexes are final part indexes and
+    the deltas of each part add up to it: a tool call's arguments go out in one delta when its
+    block stops, as the final message writes them (the object re-encoded, ``{}`` for none), not
+    as the API's ``partial_json`` pieces, whose spacing and escapes differ."""
 
     def __init__(self) -> None:
         self._message: JSON = {}
@@ -287,6 +289,7 @@ class StreamAccumulator:
         self._part_index: dict[int, int] = {}
         self._usage: JSON = {}
         self._stopped = False
+        self._settled: set[int] = set()  # tool_use blocks whose arguments went out
 
     @property
     def finished(self) -> bool:
@@ -303,8 +306,11 @@ class StreamAccumulator:
             return self._start(int(event["index"]), obj(event.get("content_block"), "$.content_block"))
         elif kind == "content_block_delta":
             return self._delta(int(event["index"]), obj(event.get("delta"), "$.delta"))
+        elif kind == "content_block_stop":
+            return self._settle(int(event["index"]))
         elif kind == "message_stop":
             self._stopped = True
+            return [d for index in sorted(self._blocks) for d in self._settle(index)]
         elif kind == "message_delta":
             delta = obj(event.get("delta") or {}, "$.delta")
             for key in ("stop_reason", "stop_sequence"):
@@ -346,26 +352,35 @@ class StreamAccumulator:
             block.setdefault("citations", []).append(delta.get("citation"))
         elif kind == "signature_delta":
             block["signature"] = block.get("signature", "") + delta["signature"]
-        elif kind == "input_json_delta":
-            piece: str = delta.get("partial_json", "")
-            self._json.setdefault(index, []).append(piece)
-            if part is not None and piece:
-                return [ToolCallDelta(part, arguments=piece)]
+        elif kind == "input_json_delta":  # sent whole when the block stops (see the class)
+            self._json.setdefault(index, []).append(delta.get("partial_json", ""))
         return []
+
+    def _settle(self, index: int) -> list[StreamEvent]:
+        """A block stopped: a tool call's arguments, as the final message holds them."""
+        part = self._part_index.get(index)
+        block = self._blocks.get(index)
+        if part is None or block is None or block.get("type") != "tool_use" or index in self._settled:
+            return []
+        self._settled.add(index)
+        call = _decode_assistant_block(self._assembled(index), "tool_use", f"$.content[{index}]")
+        arguments = call.arguments if type(call) is ToolCall else ""
+        return [ToolCallDelta(part, arguments=arguments)] if arguments else []
+
+    def _assembled(self, index: int) -> JSON:
+        """Block ``index`` as the non-streamed body holds it."""
+        block = self._blocks[index]
+        text = "".join(self._json.get(index) or ())
+        if not text:
+            return block
+        try:
+            return {**block, "input": _json_object.decode(text)}
+        except msgspec.DecodeError:
+            return {**block, "input": text}  # cut off mid-arguments: kept verbatim
 
     def body(self) -> JSON:
         """The non-streamed response body equivalent to the events fed so far."""
-        content: list[JSON] = []
-        for index in sorted(self._blocks):
-            block = self._blocks[index]
-            pieces = self._json.get(index)
-            if pieces and "".join(pieces):
-                text = "".join(pieces)
-                try:
-                    block = {**block, "input": _json_object.decode(text)}
-                except msgspec.DecodeError:
-                    block = {**block, "input": text}  # cut off mid-arguments: kept verbatim
-            content.append(block)
+        content = [self._assembled(index) for index in sorted(self._blocks)]
         body = {**self._message, "content": content}
         if self._usage:
             body["usage"] = self._usage

@@ -14,7 +14,7 @@ import msgspec
 from tether.messages import Document, Image, Message, Part, Reasoning, Text, ToolCall, ToolResult, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from tether.models.wire._common import ConversionReport
-from tether.models.wire._json import b64decode, fail, obj, seq
+from tether.models.wire._json import b64decode, fail, obj, seq, token_count
 
 __all__ = [
     "PROVIDER",
@@ -232,14 +232,15 @@ def decode_usage(raw: object) -> Usage:
     usage = cast(Mapping[str, Any], raw)
 
     def count(camel: str, snake: str) -> int:
-        value = _get(usage, camel, snake)
-        return value if isinstance(value, int) else 0
+        return token_count(_get(usage, camel, snake))
 
     thoughts = count("thoughtsTokenCount", "thoughts_token_count")
     return Usage(
-        input_tokens=count("promptTokenCount", "prompt_token_count")
-        + count("toolUsePromptTokenCount", "tool_use_prompt_token_count"),
-        output_tokens=count("candidatesTokenCount", "candidates_token_count") + thoughts,
+        input_tokens=token_count(
+            count("promptTokenCount", "prompt_token_count")
+            + count("toolUsePromptTokenCount", "tool_use_prompt_token_count")
+        ),
+        output_tokens=token_count(count("candidatesTokenCount", "candidates_token_count") + thoughts),
         cache_read_tokens=count("cachedContentTokenCount", "cached_content_token_count"),
         reasoning_tokens=thoughts,
     )

@@ -11,7 +11,22 @@ from typing import Any, cast
 
 from tether.errors import DecodeError
 
-__all__ = ["b64decode", "b64decode_either", "fail", "given", "obj", "opt_obj", "opt_str", "seq", "string"]
+__all__ = [
+    "MAX_TOKENS",
+    "b64decode",
+    "b64decode_either",
+    "fail",
+    "given",
+    "obj",
+    "opt_obj",
+    "opt_str",
+    "seq",
+    "string",
+    "token_count",
+]
+
+MAX_TOKENS = (1 << 63) - 1
+"""The largest token count kept from foreign data: a signed 64-bit integer."""
 
 
 def fail(what: str, path: str) -> DecodeError:
@@ -55,6 +70,15 @@ def opt_str(data: Mapping[str, Any], key: str, path: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise fail(f"{key!r} must be a string, got {type(value).__name__}", f"{path}.{key}")
     return value
+
+
+def token_count(value: object) -> int:
+    """A token count read from foreign data (a provider's usage, an imported transcript): an
+    ``int`` from 0 to :data:`MAX_TOKENS`. Anything else — ``true`` (a ``bool`` is an ``int`` to
+    Python, never to the contract), a string, a float, a negative or an enormous number — counts
+    0: usage is metadata, and a value the contract cannot read back must never reach a
+    ``Usage`` (a stored message holding it would be unreadable)."""
+    return value if type(value) is int and 0 <= value <= MAX_TOKENS else 0
 
 
 def b64decode(text: str, path: str) -> bytes:

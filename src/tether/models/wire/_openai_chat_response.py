@@ -12,7 +12,7 @@ from tether.errors import DecodeError
 from tether.messages import Message, Part, Reasoning, Text, ToolCall, Usage
 from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from tether.models.wire._common import ConversionReport, fallback_id
-from tether.models.wire._json import obj, opt_obj, opt_str, seq, string
+from tether.models.wire._json import obj, opt_obj, opt_str, seq, string, token_count
 
 __all__ = [
     "JSON",
@@ -74,20 +74,22 @@ def decode_usage(raw: object) -> Usage:
     cached = opt_obj(usage.get("prompt_tokens_details")).get("cached_tokens")
     reasoning = opt_obj(usage.get("completion_tokens_details")).get("reasoning_tokens")
     return Usage(
-        input_tokens=usage.get("prompt_tokens") or 0,
-        output_tokens=usage.get("completion_tokens") or 0,
-        cache_read_tokens=cached or 0,
-        reasoning_tokens=reasoning or 0,
+        input_tokens=token_count(usage.get("prompt_tokens")),
+        output_tokens=token_count(usage.get("completion_tokens")),
+        cache_read_tokens=token_count(cached),
+        reasoning_tokens=token_count(reasoning),
     )
 
 
 def _split_think(content: str) -> tuple[str, str] | None:
-    """``<think>…</think>rest`` at the very start of content → (reasoning, rest)."""
+    """``<think>…</think>rest`` at the very start of content → (reasoning, rest). A block that
+    never closes (a reply cut at its length limit while thinking) is all reasoning: ``rest`` is
+    empty, as the stream showed it."""
     if not content.startswith(_THINK_OPEN):
         return None
     end = content.find(_THINK_CLOSE, len(_THINK_OPEN))
     if end < 0:
-        return None
+        return content[len(_THINK_OPEN) :], ""
     return content[len(_THINK_OPEN) : end], content[end + len(_THINK_CLOSE) :]
 
 
@@ -109,7 +111,8 @@ def decode_response(
     """A ``chat.completion`` body → the assistant message, normalized stop reason and usage.
 
     Part order: reasoning (``reasoning_content`` / ``reasoning`` fields, or a leading
-    ``<think>…</think>`` block in the content), text, refusal text, tool calls. A call without an
+    ``<think>…</think>`` block in the content, all of it when it never closes), text, refusal
+    text, tool calls. A call without an
     id gets a deterministic one derived from the response id, its index, name and arguments.
     Gemini's ``extra_content.google.thought_signature`` is kept as the call's (or text's) signature.
     A deprecated ``function_call`` (no ``tool_calls``) is decoded as one such call. The message's
@@ -205,8 +208,11 @@ class StreamAccumulator:
     :meth:`result` the :class:`~tether.models.ModelResponse`, built by :func:`decode_response` from
     the assembled body so it equals the non-streamed response part for part.
 
-    Delta ``index`` values are part indexes of the final message. A ``<think>`` block at the start of
-    the content streams as reasoning; if it never closes, the final message holds it as text.
+    Delta ``index`` values are part indexes of the final message, and the deltas of each part add
+    up to it. A ``<think>`` block at the start of the content streams as reasoning (one that never
+    closes is reasoning in the final message too). When the finish reason arrives, what the
+    deltas have not said yet goes out: a held-back piece that could have been a tag, and ``{}``
+    for a call whose arguments were empty (the final call's arguments).
     """
 
     def __init__(self, *, provider: str = "openai") -> None:
@@ -241,10 +247,26 @@ class StreamAccumulator:
             choice = opt_obj(raw_choice)
             if not choice or choice.get("index", 0) != 0:
                 continue
-            if choice.get("finish_reason") is not None:
-                self._finish = choice["finish_reason"]
             self._absorb(opt_obj(choice.get("delta")), events)
+            if choice.get("finish_reason") is not None:
+                if self._finish is None:
+                    self._settle(events)
+                self._finish = choice["finish_reason"]
         return events
+
+    def _settle(self, events: list[StreamEvent]) -> None:
+        """The stream is complete: send what the final message holds that no delta said."""
+        if self._buffer:  # held back in case it became a tag; it did not
+            if self._mode == "think":
+                events.append(ReasoningDelta(0, self._buffer))
+            else:
+                self._mode = "text"
+                self._text(self._buffer, events)
+            self._buffer = ""
+        for n, index in enumerate(sorted(self._calls)):
+            state = self._calls[index]
+            if not "".join(state.arguments).strip():  # decoded as {} (no arguments)
+                events.append(ToolCallDelta(self._leading_parts() + n, arguments="{}"))
 
     def _absorb(self, delta: Mapping[str, Any], events: list[StreamEvent]) -> None:
         if delta.get("extra_content") is not None:

@@ -1,5 +1,6 @@
-"""OpenAI Responses decoding: ``input`` items and response bodies to tether messages, and the
-streaming accumulator. The mapping is described in ``tether.models.wire.openai_responses``."""
+"""OpenAI Responses decoding: ``input`` items and response bodies to tether messages (the streaming
+accumulator is ``_openai_responses_stream``). The mapping is described in
+``tether.models.wire.openai_responses``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from tether.messages import Document, Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
-from tether.models._base import ModelResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
+from tether.models._base import ModelResponse
 from tether.models.wire._common import ConversionReport, Loss
-from tether.models.wire._json import b64decode, fail, obj, opt_str, seq, string
+from tether.models.wire._json import b64decode, fail, obj, opt_obj, opt_str, seq, string, token_count
 
-__all__ = ["PROVIDER", "StreamAccumulator", "decode_messages", "decode_response"]
+__all__ = ["PROVIDER", "decode_messages", "decode_response"]
 
 PROVIDER = "openai"
 """The provider stamped on messages and reasoning parts decoded from the Responses API."""
@@ -246,13 +247,13 @@ def _usage(raw: object) -> Usage:
     if not isinstance(raw, Mapping):
         return Usage()
     usage = cast(Mapping[str, Any], raw)
-    inp = cast(Mapping[str, Any], usage.get("input_tokens_details") or {})
-    out = cast(Mapping[str, Any], usage.get("output_tokens_details") or {})
+    inp = opt_obj(usage.get("input_tokens_details"))
+    out = opt_obj(usage.get("output_tokens_details"))
     return Usage(
-        input_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
-        cache_read_tokens=int(inp.get("cached_tokens") or 0),
-        reasoning_tokens=int(out.get("reasoning_tokens") or 0),
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        cache_read_tokens=token_count(inp.get("cached_tokens")),
+        reasoning_tokens=token_count(out.get("reasoning_tokens")),
     )
 
 
@@ -306,118 +307,3 @@ def decode_response(body: object, *, report: ConversionReport | None = None) -> 
         response_id=opt_str(response, "id", "$"),
     )
     return ModelResponse(message, stop, usage)
-
-
-class StreamAccumulator:
-    """Assembles Responses streaming events into deltas and the final ``ModelResponse``.
-
-    The final message is built from the streamed items (``response.output_item.done``, or the
-    deltas of items that never finished), never from the ``output`` of ``response.completed``, so
-    it can be compared with what the non-streamed call returns.
-    """
-
-    def __init__(self) -> None:
-        self.response: dict[str, Any] = {}
-        self.done: dict[int, Item] = {}
-        self.partial: dict[int, Item] = {}
-        self.finished = False
-        self._index: dict[tuple[int, object], int] = {}
-        self._next = 0
-
-    def _slot(self, output_index: int, sub: object) -> int:
-        """The final part index of entry ``sub`` of output item ``output_index`` (summary and
-        content entries of a reasoning item, content entries of a message), in order of arrival."""
-        key = (output_index, sub)
-        if key not in self._index:
-            self._index[key] = self._next
-            self._next += 1
-        return self._index[key]
-
-    def feed(self, event: Mapping[str, Any]) -> list[StreamEvent]:
-        """Take one event (a decoded SSE ``data`` object); return the deltas it carries."""
-        kind = event.get("type")
-        oi = int(event.get("output_index") or 0)
-        out: list[StreamEvent] = []
-        if kind in ("response.created", "response.in_progress", "response.queued"):
-            self.response = dict(cast(Mapping[str, Any], event.get("response") or {}))
-        elif kind in ("response.completed", "response.incomplete", "response.failed"):
-            self.response = dict(cast(Mapping[str, Any], event.get("response") or {}))
-            self.finished = True
-        elif kind == "response.output_item.added":
-            item = dict(cast(Mapping[str, Any], event.get("item") or {}))
-            self.partial[oi] = item
-            if item.get("type") == "function_call":
-                out.append(ToolCallDelta(self._slot(oi, 0), id=item.get("call_id"), name=item.get("name")))
-            elif item.get("type") == "message":
-                item["content"] = []
-            elif item.get("type") == "reasoning":
-                item["summary"] = []
-        elif kind == "response.output_item.done":
-            item = dict(cast(Mapping[str, Any], event.get("item") or {}))
-            self.done[oi] = item
-            if item.get("type") == "reasoning" and not item.get("summary") and not item.get("content"):
-                self._slot(oi, 0)
-        elif kind == "response.content_part.added":
-            ci = int(event.get("content_index") or 0)
-            self._slot(oi, ci)
-            part = dict(cast(Mapping[str, Any], event.get("part") or {}))
-            self._partial_list(oi, "content").append(part)
-        elif kind in ("response.output_text.delta", "response.refusal.delta"):
-            ci = int(event.get("content_index") or 0)
-            delta = str(event.get("delta") or "")
-            parts = self._partial_list(oi, "content")
-            key = "text" if kind == "response.output_text.delta" else "refusal"
-            while len(parts) <= ci:
-                parts.append({"type": "output_text" if key == "text" else "refusal", key: ""})
-            parts[ci][key] = str(parts[ci].get(key) or "") + delta
-            out.append(TextDelta(self._slot(oi, ci), delta))
-        elif kind == "response.reasoning_summary_part.added":
-            si = int(event.get("summary_index") or 0)
-            self._slot(oi, si)
-            self._partial_list(oi, "summary").append({"type": "summary_text", "text": ""})
-        elif kind == "response.reasoning_summary_text.delta":
-            si = int(event.get("summary_index") or 0)
-            delta = str(event.get("delta") or "")
-            summary = self._partial_list(oi, "summary")
-            while len(summary) <= si:
-                summary.append({"type": "summary_text", "text": ""})
-            summary[si]["text"] = str(summary[si].get("text") or "") + delta
-            out.append(ReasoningDelta(self._slot(oi, si), delta))
-        elif kind == "response.reasoning_text.delta":  # raw reasoning (Responses-compatible servers)
-            ci = int(event.get("content_index") or 0)
-            delta = str(event.get("delta") or "")
-            content = self._partial_list(oi, "content", reasoning=True)
-            while len(content) <= ci:
-                content.append({"type": "reasoning_text", "text": ""})
-            content[ci]["text"] = str(content[ci].get("text") or "") + delta
-            out.append(ReasoningDelta(self._slot(oi, ("content", ci)), delta))
-        elif kind == "response.function_call_arguments.delta":
-            delta = str(event.get("delta") or "")
-            item = self.partial.setdefault(oi, {"type": "function_call"})
-            item["arguments"] = str(item.get("arguments") or "") + delta
-            out.append(ToolCallDelta(self._slot(oi, 0), arguments=delta))
-        return out
-
-    def _partial_list(self, oi: int, key: str, *, reasoning: bool = False) -> list[Item]:
-        kind = "reasoning" if reasoning or key == "summary" else "message"
-        item = self.partial.setdefault(oi, {"type": kind})
-        value = item.get(key)
-        if not isinstance(value, list):
-            value = []
-            item[key] = value
-        return cast(list[Item], value)
-
-    def body(self) -> dict[str, Any]:
-        """The response body assembled so far (``output`` from the streamed items)."""
-        indices = sorted(set(self.done) | set(self.partial))
-        output: list[Item] = []
-        for oi in indices:
-            item = self.done.get(oi) or self.partial[oi]
-            if item.get("type") == "function_call" and not item.get("call_id"):
-                continue  # a call that never said who it is cannot be kept
-            output.append(item)
-        return {**self.response, "output": output}
-
-    def result(self, *, report: ConversionReport | None = None) -> ModelResponse:
-        """The final response (also usable on a cut stream: what arrived so far), and its losses."""
-        return decode_response(self.body(), report=report)

@@ -41,12 +41,8 @@ from tether.models.wire._common import (
     wire_arguments,
 )
 from tether.models.wire._memo import PerMessageCache
-from tether.models.wire._openai_responses_decode import (
-    PROVIDER,
-    StreamAccumulator,
-    decode_messages,
-    decode_response,
-)
+from tether.models.wire._openai_responses_decode import PROVIDER, decode_messages, decode_response
+from tether.models.wire._openai_responses_stream import StreamAccumulator
 
 __all__ = [
     "PROVIDER",

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, TypeAlias, cast
 
 import msgspec
 
 from tether.agent import Tool
 from tether.errors import DecodeError, UserError
-from tether.history import CallRef, SanitizeReport, UnsafePart
 from tether.messages import Document, Image, Message, Part, Text, ToolCall, ToolResult
 from tether.models import ToolDefinition
 from tether.models.wire import ConversionReport
 
+from .._boundary import Origin, client_positions
 from .._errors import ApiError
 from .._schemas import ID_PATTERN
 
@@ -277,23 +276,6 @@ def _dropped_fields(msg: AguiMessage, mi: int, report: ConversionReport) -> None
         report.drop(mi, None, "metadata", "tether messages carry no metadata")
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where one converted message came from in the request. ``parts[k]``: the client message of
-    tether part ``k`` and the index in its ``content`` list (``None``: a string content, or not
-    content: a tool call, an ``error``). ``results[k]``: for a tool message, the same for each
-    content item of result ``k`` (consecutive client tool messages become one tether message)."""
-
-    message: int
-    parts: tuple[tuple[int, int | None], ...] = ()
-    results: tuple[tuple[int | None, ...], ...] = ()
-
-    @property
-    def messages(self) -> tuple[int, ...]:
-        """Every client message this one was made of, in order."""
-        return tuple(dict.fromkeys((self.message, *(m for m, _ in self.parts))))
-
-
 def to_tether(
     messages: list[AguiMessage], *, first: int = 0, media: bool = True, origins: list[Origin] | None = None
 ) -> tuple[list[Message], ConversionReport]:
@@ -366,49 +348,6 @@ def to_tether(
     if origins is not None:
         origins.extend(found)
     return out, report
-
-
-def client_positions(report: SanitizeReport, seed: list[Message], origins: list[Origin]) -> dict[str, Any]:
-    """``sanitize_history``'s report on ``seed`` (converted with ``origins``), its indexes turned
-    into positions in the client's ``messages`` (and ``content`` lists): the client's view.
-
-    A part inside a tool result is the client tool message's ``content[part]`` (``content`` is
-    then ``None``); a tool message that was merged from several client ones is every one of them
-    in ``removed``."""
-
-    def source(ref: CallRef) -> int:
-        origin = origins[ref.message]
-        ids = [p.call_id if isinstance(p, ToolResult) else None for p in seed[ref.message].parts]
-        hits = [k for k, cid in enumerate(ids) if cid == ref.call_id]
-        if not hits or len(origin.parts) != len(ids):
-            return origin.message
-        return origin.parts[hits[-1] if ref.reason == "duplicate" else hits[0]][0]
-
-    def refs(items: tuple[CallRef, ...], *, by_call: bool = False) -> tuple[CallRef, ...]:
-        return tuple(replace(r, message=source(r) if by_call else origins[r.message].message) for r in items)
-
-    def unsafe(u: UnsafePart) -> UnsafePart:
-        origin = origins[u.message]
-        message, part = origin.parts[u.part]
-        if u.content is not None:
-            part = origin.results[u.part][u.content]
-        return replace(u, message=message, part=part if part is not None else u.part, content=None)
-
-    repair = report.repair
-    mapped = replace(
-        report,
-        unsafe_parts=tuple(unsafe(u) for u in report.unsafe_parts),
-        removed=tuple(origins[i].message for i in report.removed),
-        repair=replace(
-            repair,
-            synthesized=refs(repair.synthesized),
-            dropped=refs(repair.dropped, by_call=True),
-            removed=tuple(m for i in repair.removed for m in origins[i].messages),
-            truncated=refs(repair.truncated),
-            unpaired=refs(repair.unpaired),
-        ),
-    )
-    return mapped.to_dict()
 
 
 # -- the client's tools ----------------------------------------------------------------------------------

@@ -20,19 +20,19 @@ import msgspec
 from starlette.responses import Response
 
 from tether.agent import Tool
-from tether.errors import NotFound
-from tether.history import sanitize_history
+from tether.errors import StoreError
 from tether.messages import Message
 from tether.models.wire import ConversionReport
 from tether.stores.events import RunRecord
 
 from .._api import Api, Call
+from .._boundary import client_positions, losses, open_thread, seed_thread
 from .._errors import ApiError, check_part_bytes
 from .._events import TERMINAL_TYPES
 from .._routes_runs import check_prompt
 from .._runs import decode_pause
 from .._schemas import Decision, DecisionsIn
-from .._sse import SlotStream, follow_log
+from .._sse import UNAVAILABLE, SlotStream, follow_log
 from ._events import Translator, agui_messages, encode, interrupt_id
 from ._input import (
     Origin,
@@ -40,7 +40,6 @@ from ._input import (
     RunAgentInput,
     ToolMessage,
     UserMessage,
-    client_positions,
     frontend_tools,
     to_tether,
 )
@@ -67,13 +66,6 @@ class _Plan:
     after: int
     snapshot: list[Message]
     report: dict[str, Any] = field(default_factory=lambda: {})
-
-
-def _losses(report: ConversionReport) -> list[dict[str, Any]]:
-    return [
-        {"message": x.message, "part": x.part, "kind": x.kind, "what": x.what, "reason": x.reason}
-        for x in report.losses
-    ]
 
 
 def _ignored_fields(body: RunAgentInput) -> list[str]:
@@ -132,7 +124,7 @@ async def _resume(
     decisions: list[Decision] = []
     missing: list[str] = []
     used = 0
-    losses = ConversionReport()
+    lost = ConversionReport()
     for pending in pause.calls:
         call_id = pending.call.id or ""
         found = entries.pop(interrupt_id(pause.pause_id, call_id), None)
@@ -154,7 +146,7 @@ async def _resume(
         if call_id in results:
             index, message = results[call_id]
             converted, conversion = to_tether([message], first=index, media=False)
-            losses.losses.extend(conversion.losses)
+            lost.losses.extend(conversion.losses)
             result = converted[0].tool_results[0]
             check_part_bytes(result.text, limit, f"$.messages[{index}].content")
             decisions.append(Decision(call_id, "result", value=result.text, failed=result.failed))
@@ -183,7 +175,7 @@ async def _resume(
         call.caller, run.run_id, DecisionsIn(pause.pause_id, decisions), extra_tools=tools
     )
     report.update(history="server", ignoredMessages=len(body.messages) - used, resumed=True)
-    report["losses"] = _losses(losses)
+    report["losses"] = losses(lost)
     return _Plan(resumed, run.last_seq, snapshot, report)
 
 
@@ -203,18 +195,8 @@ async def _prepare(call: Call[RunAgentInput]) -> _Plan:
         "ignoredFields": _ignored_fields(body),
         "resumed": False,
     }
-    try:
-        await state.store.info(owner, cid)
-        created = False
-    except NotFound:
-        created = True
-    latest = None if created else next(iter(await state.events.runs(owner, cid, limit=1)), None)
-    if latest is not None and latest.status == "running":
-        raise ApiError(
-            409,
-            f"thread {cid!r} has a running run {latest.run_id!r}: wait for it to end, or stop it "
-            f"(POST /v1/runs/{latest.run_id}/cancel)",
-        )
+    thread = await open_thread(state, owner, cid)
+    created, latest = thread.created, thread.latest
     if latest is not None and latest.status == "paused":
         return await _resume(call, latest, tools, report)
     if body.resume:
@@ -232,16 +214,12 @@ async def _prepare(call: Call[RunAgentInput]) -> _Plan:
     if created:
         origins: list[Origin] = []
         seed, seeded = to_tether(body.messages[:last], origins=origins)
-        clean, sanitized = sanitize_history(seed, limits=state.config.limits)
-        await state.store.create(owner, cid, exist_ok=True)
-        if clean:
-            await state.store.append(owner, cid, clean, expected_version=0)
-        log.info("ag-ui thread %s of %s seeded: %s", cid, owner, sanitized.to_json().decode())
+        sanitized = await seed_thread(state, owner, cid, seed)
         conversion.losses[:0] = seeded.losses
         report.update(created=True, history="client", sanitize=client_positions(sanitized, seed, origins))
     else:
         report["ignoredMessages"] = last
-    report["losses"] = _losses(conversion)
+    report["losses"] = losses(conversion)
     snapshot = list((await state.store.load(owner, cid)).messages)
     record = await state.manager.start(call.caller, cid, prompt, extra_tools=tools)
     return _Plan(record, 0, snapshot, report)
@@ -273,8 +251,12 @@ async def _stream(call: Call[RunAgentInput], plan: _Plan) -> AsyncIterator[bytes
                     yield encode(out)
             if translator.done:
                 return
-    except ApiError as exc:  # the caller's token was revoked while the stream was open
-        yield encode({"type": "RUN_ERROR", "message": exc.message, "code": "unauthorized"})
+    except ApiError as exc:  # the token was revoked, or the run deleted, while the stream was open
+        code = "not_found" if exc.status == 404 else "unauthorized"
+        yield encode({"type": "RUN_ERROR", "message": exc.message, "code": code})
+    except StoreError as exc:  # the database went away (no traceback: nothing here is a bug)
+        log.error("ag-ui stream of run %s: the event log failed: %s", run_id, exc)
+        yield encode({"type": "RUN_ERROR", "message": UNAVAILABLE, "code": "unavailable"})
     except Exception:
         log.exception("ag-ui stream of run %s failed", run_id)
         yield encode({"type": "RUN_ERROR", "message": "internal error", "code": "internal"})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tether.stores.events._log import (
     ACTIVE,
     TERMINAL,
+    ActiveRunLimit,
     EventLog,
     LiveTail,
     LoggedEvent,
@@ -32,6 +33,7 @@ __all__ = [
     "ACTIVE",
     "TERMINAL",
     "TOKEN_PREFIX",
+    "ActiveRunLimit",
     "EventLog",
     "LiveTail",
     "LoggedEvent",

@@ -11,6 +11,11 @@ Rules the implementations keep (docs/adr/0009-serve.md):
 
 - At most one *active* run (``running`` or ``paused``) per ``(owner, conversation)``: the
   database enforces it with a partial unique index; a second ``start_run`` is ``ConflictError``.
+- ``start_run`` counts the owner's active runs and inserts in one step (one transaction under a
+  lock per owner, across processes): a limit is never overshot by simultaneous starts.
+- ``delete_runs`` remembers the conversation as deleted in the same step: a ``start_run`` on it
+  afterwards is ``NotFound``, so a start racing a delete either holds the conversation first
+  (the delete is refused) or finds it gone.
 - Only the process holding a ``running`` run appends to it (``append`` checks the holder), so a
   process presumed dead whose run was closed as ``interrupted`` cannot write after the fact.
 - A status change away from ``paused`` or from a dead holder is one compare-and-set
@@ -33,6 +38,7 @@ from tether.errors import ConflictError, NotFound
 __all__ = [
     "ACTIVE",
     "TERMINAL",
+    "ActiveRunLimit",
     "EventLog",
     "LiveTail",
     "LoggedEvent",
@@ -40,6 +46,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "busy",
+    "conversation_deleted",
     "run_not_found",
 ]
 
@@ -107,15 +114,42 @@ def busy(conversation_id: str, active: str | None) -> ConflictError:
     )
 
 
+class ActiveRunLimit(ConflictError):
+    """``start_run`` refused: the owner already has ``limit`` active runs."""
+
+    def __init__(self, owner: str, limit: int) -> None:
+        super().__init__(
+            f"{owner!r} has {limit} active runs (the limit): wait for one to end, or cancel one",
+            expected=limit - 1,
+            actual=limit,
+        )
+        self.limit = limit
+
+
+def conversation_deleted(conversation_id: str) -> NotFound:
+    """The error of a run started on a conversation whose runs were deleted with it."""
+    return NotFound(f"conversation {conversation_id!r} was deleted")
+
+
 @runtime_checkable
 class EventLog(Protocol):
     """Durable, numbered events of service runs, and the runs' states. Every method is async."""
 
     async def start_run(
-        self, owner: str, conversation_id: str, run_id: str, process_id: str, event: bytes
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        process_id: str,
+        event: bytes,
+        *,
+        max_active: int = 0,
     ) -> RunRecord:
         """Record a new ``running`` run held by ``process_id`` with ``event`` as its event 1.
-        ``ConflictError`` when the conversation already has an active run."""
+        ``ConflictError`` when the conversation already has an active run; ``ActiveRunLimit``
+        when ``max_active`` (0: no limit) runs of ``owner`` are active (counted in the same
+        step as the insert, on every process); ``NotFound`` when the conversation's runs were
+        deleted with it (``delete_runs``)."""
         ...
 
     async def append(
@@ -186,7 +220,8 @@ class EventLog(Protocol):
         ...
 
     async def delete_runs(self, owner: str, conversation_id: str) -> int:
-        """Delete a conversation's runs and their events (none may be active: ``ConflictError``)."""
+        """Delete a conversation's runs and their events (none may be active: ``ConflictError``)
+        and remember it as deleted: no run starts on it again."""
         ...
 
     async def heartbeat(self, process_id: str, host: str, pid: int) -> None:

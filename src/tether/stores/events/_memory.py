@@ -20,12 +20,14 @@ from tether.stores.events._common import (
 )
 from tether.stores.events._log import (
     ACTIVE,
+    ActiveRunLimit,
     LiveTail,
     LoggedEvent,
     ProcessInfo,
     RunRecord,
     RunStatus,
     busy,
+    conversation_deleted,
     run_not_found,
 )
 from tether.stores.events._users import (
@@ -65,6 +67,7 @@ class MemoryEventLog:
         self._users: dict[str, _User] = {}
         self._tokens: dict[str, tuple[str, float | None]] = {}  # digest -> (name, revoked_at)
         self._tail = LiveTail()
+        self._deleted: set[tuple[str, str]] = set()
 
     def _get(self, owner: str | None, run_id: str) -> _Run:
         run = self._runs.get(run_id)
@@ -87,16 +90,27 @@ class MemoryEventLog:
 
     # -- runs -------------------------------------------------------------------------------
     async def start_run(
-        self, owner: str, conversation_id: str, run_id: str, process_id: str, event: bytes
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        process_id: str,
+        event: bytes,
+        *,
+        max_active: int = 0,
     ) -> RunRecord:
         """See ``EventLog.start_run``."""
         check_run_args(owner, conversation_id, run_id, process_id)
         check_events([event])
         t = to_datetime(self._clock())
         with self._lock:
-            for run in self._runs.values():
-                r = run.record
-                if r.owner == owner and r.conversation_id == conversation_id and r.status in ACTIVE:
+            if (owner, conversation_id) in self._deleted:
+                raise conversation_deleted(conversation_id)
+            mine = [run.record for run in self._runs.values() if run.record.owner == owner]
+            if max_active and sum(1 for r in mine if r.status in ACTIVE) >= max_active:
+                raise ActiveRunLimit(owner, max_active)
+            for r in mine:
+                if r.conversation_id == conversation_id and r.status in ACTIVE:
                     raise busy(conversation_id, r.run_id)
             if run_id in self._runs:
                 raise ConflictError(f"run id {run_id!r} is taken", expected=0, actual=1)
@@ -230,6 +244,8 @@ class MemoryEventLog:
 
     async def delete_runs(self, owner: str, conversation_id: str) -> int:
         """See ``EventLog.delete_runs``."""
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
         with self._lock:
             mine = [
                 run.record
@@ -241,6 +257,7 @@ class MemoryEventLog:
                 raise busy(conversation_id, active[0])
             for r in mine:
                 del self._runs[r.run_id]
+            self._deleted.add((owner, conversation_id))
         return len(mine)
 
     # -- processes and secrets ------------------------------------------------------------------

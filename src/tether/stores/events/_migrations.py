@@ -65,10 +65,24 @@ def _tables(real: str, blob: str, bigint: str) -> tuple[str, ...]:
     )
 
 
+def _deleted(real: str) -> tuple[str, ...]:
+    # conversations whose runs were deleted with them: no run starts on them again
+    return (
+        f"""CREATE TABLE tether_serve_deleted (
+            owner TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            deleted_at {real} NOT NULL,
+            PRIMARY KEY (owner, conversation_id)
+        )""",
+    )
+
+
 SQLITE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("serve_0001_runs_events_users", _tables("REAL", "BLOB", "INTEGER")),
+    ("serve_0002_deleted_conversations", _deleted("REAL")),
 )
 
 POSTGRES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("serve_0001_runs_events_users", _tables("DOUBLE PRECISION", "BYTEA", "BIGINT")),
+    ("serve_0002_deleted_conversations", _deleted("DOUBLE PRECISION")),
 )

@@ -17,7 +17,14 @@ from tether.errors import ConflictError, MissingExtra, StoreError
 from tether.stores._common import check_id, now
 from tether.stores.events import _statements as sql
 from tether.stores.events._common import Append, Row, TakeOver, not_held, refuse_active, to_record
-from tether.stores.events._log import LoggedEvent, RunRecord, busy, run_not_found
+from tether.stores.events._log import (
+    ActiveRunLimit,
+    LoggedEvent,
+    RunRecord,
+    busy,
+    conversation_deleted,
+    run_not_found,
+)
 from tether.stores.events._migrations import FAMILY, POSTGRES
 from tether.stores.events._sql import SQLEventLog
 
@@ -29,6 +36,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtra("PostgresEventLog", "postgres", "psycopg[binary] psycopg-pool") from exc
 
 __all__ = ["CHANNEL", "PostgresEventLog"]
+
+_OWNER_LOCK = "SELECT pg_advisory_xact_lock(hashtext('tether_serve_runs'), hashtext(%s))"
+"""Serializes one owner's run starts and deletes, on every process, until the transaction ends."""
 
 _IN_FLIGHT = 4
 """Group commits running at once (each on its own pooled connection)."""
@@ -157,15 +167,34 @@ class _PostgresRuns:
 
     # -- RunTables ----------------------------------------------------------------------------
     async def start_run(
-        self, owner: str, conversation_id: str, run_id: str, process_id: str, event: bytes, t: float
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        process_id: str,
+        event: bytes,
+        t: float,
+        max_active: int,
     ) -> None:
-        """See ``RunTables.start_run``: the partial unique index refuses a second active run,
-        whichever process inserts it."""
+        """See ``RunTables.start_run``: the owner's advisory lock (taken by every process's
+        ``start_run`` and ``delete_runs``) makes the checks and the insert one step; the
+        partial unique index refuses a second active run in any case."""
         try:
             async with self._pool.tx(unique=True) as conn:
+                await conn.execute(_OWNER_LOCK, (owner,))
+                cursor = await conn.execute(qmark(sql.IS_DELETED), (owner, conversation_id))
+                if await cursor.fetchone() is not None:
+                    raise conversation_deleted(conversation_id)
+                if max_active:
+                    cursor = await conn.execute(qmark(sql.ACTIVE_COUNT), (owner,))
+                    row = await cursor.fetchone()
+                    if row is not None and int(row[0]) >= max_active:
+                        raise ActiveRunLimit(owner, max_active)
                 await conn.execute(qmark(sql.INSERT_RUN), (run_id, owner, conversation_id, t, t, process_id))
                 await conn.execute(qmark(sql.INSERT_FIRST_EVENT), (run_id, t, event))
                 await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, run_id))
+        except ActiveRunLimit:
+            raise
         except ConflictError:
             active = await self.one(sql.ACTIVE_RUN, (owner, conversation_id))
             raise busy(conversation_id, active[0] if active is not None else None) from None
@@ -259,12 +288,15 @@ class _PostgresRuns:
             rows = await cursor.fetchall()
         return [LoggedEvent(int(seq), bytes(data)) for seq, data in rows]
 
-    async def delete_runs(self, owner: str, conversation_id: str) -> list[str]:
-        """See ``RunTables.delete_runs``: the conversation's runs locked first."""
+    async def delete_runs(self, owner: str, conversation_id: str, t: float) -> list[str]:
+        """See ``RunTables.delete_runs``: under the owner's advisory lock (no ``start_run`` in
+        between), the conversation's runs locked too."""
         async with self._pool.tx(unique=True) as conn:
+            await conn.execute(_OWNER_LOCK, (owner,))
             locked = qmark(sql.CONVERSATION_RUNS + " FOR UPDATE")
             cursor = await conn.execute(locked, (owner, conversation_id))
             ids = refuse_active(conversation_id, await cursor.fetchall())
+            await conn.execute(qmark(sql.INSERT_DELETED), (owner, conversation_id, t))
             await conn.execute("DELETE FROM tether_serve_events WHERE run_id = ANY(%s)", (ids,))
             await conn.execute("DELETE FROM tether_serve_runs WHERE run_id = ANY(%s)", (ids,))
         return ids

@@ -39,10 +39,20 @@ class RunTables(Protocol):
     """The transactions of the runs, events and secrets tables in one database (its SQL)."""
 
     async def start_run(
-        self, owner: str, conversation_id: str, run_id: str, process_id: str, event: bytes, t: float
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        process_id: str,
+        event: bytes,
+        t: float,
+        max_active: int,
     ) -> None:
-        """Insert a ``running`` run and its event 1 at ``t``; ``busy`` when the conversation has
-        an active run, ``ConflictError`` when the run id is taken."""
+        """Insert a ``running`` run and its event 1 at ``t``, in one transaction that first
+        checks (serialized per owner, across processes) that the conversation was not deleted
+        (``conversation_deleted``), that ``owner`` has fewer than ``max_active`` active runs
+        (``ActiveRunLimit``; 0: no limit) and none on the conversation (``busy``);
+        ``ConflictError`` when the run id is taken."""
         ...
 
     async def append_batch(self, batch: list[Append], t: float) -> Sequence[int | BaseException]:
@@ -62,8 +72,9 @@ class RunTables(Protocol):
         """Events after ``after_seq``; ``NotFound`` if ``owner`` is given and the run is not its."""
         ...
 
-    async def delete_runs(self, owner: str, conversation_id: str) -> list[str]:
-        """Delete a conversation's runs and events (``refuse_active``); the deleted run ids."""
+    async def delete_runs(self, owner: str, conversation_id: str, t: float) -> list[str]:
+        """Delete a conversation's runs and events (``refuse_active``) and record it as deleted
+        at ``t``, serialized with ``start_run``; the deleted run ids."""
         ...
 
     async def secret(self, name: str, fresh: bytes) -> bytes:
@@ -109,13 +120,20 @@ class SQLEventLog(SQLUserStore):
 
     # -- runs -------------------------------------------------------------------------------
     async def start_run(
-        self, owner: str, conversation_id: str, run_id: str, process_id: str, event: bytes
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        process_id: str,
+        event: bytes,
+        *,
+        max_active: int = 0,
     ) -> RunRecord:
         """See ``EventLog.start_run``."""
         check_run_args(owner, conversation_id, run_id, process_id)
         check_events([event])
         t = self._clock()
-        await self._run_tables.start_run(owner, conversation_id, run_id, process_id, event, t)
+        await self._run_tables.start_run(owner, conversation_id, run_id, process_id, event, t, max_active)
         self._owners.put(run_id, owner)
         self._tail.publish(run_id, [LoggedEvent(1, event)], local=True, final=False)
         return RunRecord(
@@ -237,7 +255,9 @@ class SQLEventLog(SQLUserStore):
 
     async def delete_runs(self, owner: str, conversation_id: str) -> int:
         """See ``EventLog.delete_runs``."""
-        deleted = await self._run_tables.delete_runs(owner, conversation_id)
+        check_id(owner, "owner")
+        check_id(conversation_id, "conversation_id")
+        deleted = await self._run_tables.delete_runs(owner, conversation_id, self._clock())
         self._owners.drop(deleted)
         return len(deleted)
 

@@ -15,7 +15,14 @@ from tether.errors import ConflictError, TetherError
 from tether.stores._common import now
 from tether.stores.events import _statements as sql
 from tether.stores.events._common import Append, TakeOver, not_held, refuse_active, to_record
-from tether.stores.events._log import LoggedEvent, RunRecord, busy, run_not_found
+from tether.stores.events._log import (
+    ActiveRunLimit,
+    LoggedEvent,
+    RunRecord,
+    busy,
+    conversation_deleted,
+    run_not_found,
+)
 from tether.stores.events._migrations import FAMILY, SQLITE
 from tether.stores.events._sql import SQLEventLog
 from tether.stores.events._users_sqlite import SQLiteUsers
@@ -62,11 +69,23 @@ class _SQLiteRuns:
         self._db = db
 
     async def start_run(
-        self, owner: str, conversation_id: str, run_id: str, process_id: str, event: bytes, t: float
+        self,
+        owner: str,
+        conversation_id: str,
+        run_id: str,
+        process_id: str,
+        event: bytes,
+        t: float,
+        max_active: int,
     ) -> None:
-        """See ``RunTables.start_run``."""
+        """See ``RunTables.start_run``: the write transaction (``BEGIN IMMEDIATE``) holds the
+        database's one write lock from the checks to the insert, whichever process runs it."""
 
         def tx(conn: sqlite3.Connection) -> None:
+            if conn.execute(sql.IS_DELETED, (owner, conversation_id)).fetchone() is not None:
+                raise conversation_deleted(conversation_id)
+            if max_active and conn.execute(sql.ACTIVE_COUNT, (owner,)).fetchone()[0] >= max_active:
+                raise ActiveRunLimit(owner, max_active)
             active = conn.execute(sql.ACTIVE_RUN, (owner, conversation_id)).fetchone()
             if active is not None:
                 raise busy(conversation_id, active[0])
@@ -117,12 +136,13 @@ class _SQLiteRuns:
 
         return await self._db.read(tx)
 
-    async def delete_runs(self, owner: str, conversation_id: str) -> list[str]:
+    async def delete_runs(self, owner: str, conversation_id: str, t: float) -> list[str]:
         """See ``RunTables.delete_runs``."""
 
         def tx(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(sql.CONVERSATION_RUNS, (owner, conversation_id)).fetchall()
             ids = refuse_active(conversation_id, rows)
+            conn.execute(sql.INSERT_DELETED, (owner, conversation_id, t))
             conn.executemany("DELETE FROM tether_serve_events WHERE run_id = ?", [(r,) for r in ids])
             conn.executemany("DELETE FROM tether_serve_runs WHERE run_id = ?", [(r,) for r in ids])
             return ids

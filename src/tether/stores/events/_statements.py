@@ -5,14 +5,17 @@ appends its own locking clause where it needs one (``FOR UPDATE``)."""
 from __future__ import annotations
 
 __all__ = [
+    "ACTIVE_COUNT",
     "ACTIVE_RUN",
     "ACTIVE_SQL",
     "CONVERSATION_RUNS",
     "EVENTS_AFTER",
+    "INSERT_DELETED",
     "INSERT_EVENT",
     "INSERT_FIRST_EVENT",
     "INSERT_RUN",
     "INSERT_SECRET",
+    "IS_DELETED",
     "OWNED_RUN",
     "OWNS_RUN",
     "REQUEST_CANCEL",
@@ -32,6 +35,12 @@ OWNED_RUN = f"SELECT {RUN_COLUMNS} FROM tether_serve_runs WHERE run_id = ? AND o
 OWNS_RUN = "SELECT 1 FROM tether_serve_runs WHERE run_id = ? AND owner = ?"
 ACTIVE_RUN = (
     f"SELECT run_id FROM tether_serve_runs WHERE owner = ? AND conversation_id = ? AND status IN {ACTIVE_SQL}"
+)
+ACTIVE_COUNT = f"SELECT COUNT(*) FROM tether_serve_runs WHERE owner = ? AND status IN {ACTIVE_SQL}"
+IS_DELETED = "SELECT 1 FROM tether_serve_deleted WHERE owner = ? AND conversation_id = ?"
+INSERT_DELETED = (
+    "INSERT INTO tether_serve_deleted (owner, conversation_id, deleted_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (owner, conversation_id) DO NOTHING"
 )
 CONVERSATION_RUNS = "SELECT run_id, status FROM tether_serve_runs WHERE owner = ? AND conversation_id = ?"
 INSERT_RUN = (

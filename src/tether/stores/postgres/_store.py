@@ -18,11 +18,14 @@ from tether.messages import Message
 from tether.stores._base import BaseStore
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
+    DELETED,
+    UNDELETE,
     BatchFacts,
     batch_facts,
     check_batch,
     check_id,
     check_version,
+    deleted,
     exists,
     fork_point,
     idle_filter,
@@ -133,9 +136,15 @@ class PostgresStore(BaseStore):
                 "VALUES (%s, %s, %s, %s) ON CONFLICT (owner, id) DO NOTHING RETURNING pk",
                 (owner, cid, t, t),
             )
-            if await cursor.fetchone() is None and not exist_ok:
+            if await cursor.fetchone() is None:
+                if exist_ok:
+                    return cid
                 existing = await self._row(conn, owner, cid)
                 raise exists(cid, existing[2])
+            if exist_ok:
+                await _refuse_deleted(conn, owner, cid)
+            else:
+                await conn.execute(UNDELETE.replace("?", "%s"), (owner, cid))
         return cid
 
     async def _append(
@@ -281,6 +290,7 @@ class PostgresStore(BaseStore):
             if created is None:
                 existing = await self._row(conn, owner, target)
                 raise exists(target, existing[2])
+            await conn.execute(UNDELETE.replace("?", "%s"), (owner, target))
             copied = codec.copy_rows(owner, conversation_id, target, rows)
             async with conn.cursor() as cur:
                 await cur.executemany(
@@ -401,3 +411,12 @@ class PostgresStore(BaseStore):
         total = await reencrypt_batches(codec.current, one_batch)
         codec.settle(True)
         return total
+
+
+async def _refuse_deleted(conn: Conn, owner: str, cid: str) -> None:
+    """``deleted`` when ``(owner, cid)`` was a deleted conversation. Checked after the insert, in
+    its transaction: an insert that waited on the row of a delete committing meanwhile sees the
+    delete's record here (a statement's snapshot starts after that wait), and rolls back."""
+    cursor = await conn.execute(DELETED.replace("?", "%s"), (owner, cid))
+    if await cursor.fetchone() is not None:
+        raise deleted(cid)

@@ -18,10 +18,13 @@ from tether.messages import Message
 from tether.stores._base import BaseStore
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
+    DELETED,
+    UNDELETE,
     BatchFacts,
     batch_facts,
     check_batch,
     conflict,
+    deleted,
     exists,
     fork_point,
     idle_filter,
@@ -138,6 +141,10 @@ class SQLiteStore(BaseStore):
                 if exist_ok:
                     return cid
                 raise exists(cid, row[0])
+            if not exist_ok:
+                conn.execute(UNDELETE, (owner, cid))
+            elif conn.execute(DELETED, (owner, cid)).fetchone() is not None:
+                raise deleted(cid)
             t = self._clock()
             conn.execute(
                 "INSERT INTO tether_conversations (owner, id, created_at, updated_at) VALUES (?, ?, ?, ?)",
@@ -272,6 +279,7 @@ class SQLiteStore(BaseStore):
             ).fetchone()
             if existing is not None:
                 raise exists(target, existing[0])
+            conn.execute(UNDELETE, (owner, target))
             rows = conn.execute(
                 "SELECT seq, key_id, data FROM tether_messages WHERE id > ? AND id <= ? ORDER BY id",
                 (pk * _SPAN, pk * _SPAN + at),
