@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from msgspec.structs import replace
 
 from tether.agent import Tool, function_tool
 from tether.messages import Message, Text, ToolCall, Usage
-from tether.models import ModelResponse, ModelSettings, Profile, StreamEvent, TextDelta, ToolDefinition
+from tether.models.testing import FunctionInfo, FunctionModel
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = int(os.environ.get("BENCH_SERVE_WORDS", "40"))
@@ -48,67 +47,25 @@ on live streams, not on the catch-up of clients still connecting."""
 
 
 # -- the server side: a model stamping its tokens, and a tool that pauses ------------------------------
-class StampedWords:
-    """Streams ``WORDS`` words, one every ``DELAY`` seconds, each ``t<ns since epoch>``; a prompt
-    containing ``pause`` makes it call the approval tool ``hold`` instead (an idle stream)."""
-
-    @property
-    def name(self) -> str:
-        return "stamped"
-
-    @property
-    def profile(self) -> Profile:
-        return Profile(provider="function", family="stamped")
-
-    def _message(self, messages: Sequence[Message]) -> Message:
-        last = messages[-1] if messages else None
-        if last is not None and last.role == "user" and "pause" in last.text:
-            return Message("assistant", (ToolCall(f"call_{len(messages)}", "hold", "{}"),))
-        return Message("assistant", (Text("done"),))
-
-    def _response(self, message: Message, text: str | None = None) -> ModelResponse:
-        if text is not None:
-            message = Message("assistant", (Text(text),))
-        stop = "tool_calls" if message.tool_calls else "stop"
-        message = replace(message, provider="function", model="stamped", stop_reason=stop, usage=Usage())
-        return ModelResponse(message, stop, Usage())
-
-    async def generate(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        return self._response(self._message(messages))
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        message = self._message(messages)
-        if message.tool_calls:
-            yield self._response(message)
-            return
-        words: list[str] = []
-        fast = "fast" in messages[-1].text  # the throughput phase: no pauses, server capacity
-        await asyncio.sleep(0 if fast else START)
-        for _ in range(WORDS):
-            if DELAY and not fast:
-                await asyncio.sleep(DELAY)
-            word = f"t{time.time_ns()} "
-            words.append(word)
-            yield TextDelta(0, word)
-        yield self._response(message, "".join(words))
+async def _stamped(messages: Sequence[Message], info: FunctionInfo) -> Message:
+    """``WORDS`` words (stamped as they are sent); a prompt containing ``pause`` makes it call the
+    approval tool ``hold`` instead (an idle stream)."""
+    last = messages[-1] if messages else None
+    if last is not None and last.role == "user" and "pause" in last.text:
+        return Message("assistant", (ToolCall(f"call_{len(messages)}", "hold", "{}"),), usage=Usage())
+    await asyncio.sleep(0 if _fast(messages) else START)
+    return Message("assistant", (Text(" ".join(["word"] * WORDS)),), usage=Usage())
 
 
-def model() -> StampedWords:
-    return StampedWords()
+def _fast(messages: Sequence[Message]) -> bool:
+    return "fast" in messages[-1].text  # the throughput phase: no pauses, server capacity
+
+
+def model() -> FunctionModel:
+    """Streams ``WORDS`` words, one every ``DELAY`` seconds, each ``t<ns since epoch>``."""
+    return FunctionModel(
+        _stamped, name="stamped", delay=lambda messages: 0.0 if _fast(messages) else DELAY, stamp=True
+    )
 
 
 def hold() -> str:

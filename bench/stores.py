@@ -274,8 +274,8 @@ async def postgres_writers(writers: int, appends: int) -> None:
         total = (await stores[0].info(OWNER, shared)).version
         line(f"load {total:,} messages from PostgreSQL (msgs/s)", f"{total / t_load:,.0f}")
     finally:
-        if stores[0]._ready:  # pyright: ignore[reportPrivateUsage]
-            async with stores[0]._tx() as conn:  # pyright: ignore[reportPrivateUsage]
+        if stores[0]._db._ready:  # pyright: ignore[reportPrivateUsage]
+            async with stores[0]._db.tx() as conn:  # pyright: ignore[reportPrivateUsage]
                 await conn.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
         for s in stores:
             await s.close()
@@ -318,8 +318,8 @@ async def replay_guard(tmp: Path, n: int) -> None:
         t = await best(lambda: run(pg, digests[:n]), 1)
         line("PostgresStore, fresh digests", f"{t / n * 1e6:,.0f}")
     finally:
-        if pg._ready:  # pyright: ignore[reportPrivateUsage]
-            async with pg._tx() as conn:  # pyright: ignore[reportPrivateUsage]
+        if pg._db._ready:  # pyright: ignore[reportPrivateUsage]
+            async with pg._db.tx() as conn:  # pyright: ignore[reportPrivateUsage]
                 await conn.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
         await pg.close()
 

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,36 @@ def provider_samples() -> Path:
             pytest.fail(f"provider samples folder {SAMPLES} is missing (required in CI)")
         pytest.skip(f"provider samples folder {SAMPLES} is missing")
     return SAMPLES
+
+
+POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+"""The test server, unless ``TETHER_TEST_POSTGRES_DSN`` names another."""
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """The PostgreSQL DSN (``TETHER_TEST_POSTGRES_DSN``). In CI an unreachable server fails;
+    elsewhere it skips with the reason."""
+    import psycopg  # the postgres extra: only tests that use the server need it
+
+    dsn = os.environ.get("TETHER_TEST_POSTGRES_DSN", POSTGRES_DSN)
+    try:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL at {dsn} is required in CI and unreachable: {exc}")
+        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {exc}")
+    return dsn
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh schema name for this test; dropped (with everything in it) afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"tether_test_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))

@@ -5,15 +5,11 @@ repeated compaction with a deterministic summarizer."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from tether import Agent, Message, ToolCall, assistant, user
 from tether.agent import Compaction, Compactor, recall_tool
@@ -33,7 +29,6 @@ from tether.stores import (
 from .compaction_data import Fact, Summaries, feed, retention, task_conversation
 
 WINDOW = 20_000
-DSN = os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def _agent_model() -> FunctionModel:
@@ -189,19 +184,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
         await s.close()
         return
-    try:
-        with psycopg.connect(DSN, connect_timeout=5) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL at {DSN} is required in CI: {exc}")
-        pytest.skip(f"PostgreSQL at {DSN} is unreachable: {exc}")
-    schema = f"tether_test_{uuid.uuid4().hex[:12]}"
-    s = PostgresStore(DSN, schema=schema)
+    s = PostgresStore(request.getfixturevalue("pg_dsn"), schema=request.getfixturevalue("pg_schema"))
     yield s
     await s.close()
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 async def test_a_stored_conversation_resumes_from_its_record_and_recalls_its_owners_log(store: Store) -> None:

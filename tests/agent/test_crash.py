@@ -33,11 +33,14 @@ from tether.agent._batch import UNKNOWN_OUTCOME_TEXT
 from tether.history import check_history
 from tether.stores import PostgresStore, SQLiteStore, Store
 
-from .conftest import _postgres_dsn  # pyright: ignore[reportPrivateUsage]
-
 CHILD = Path(__file__).with_name("crash_child.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
 TIMEOUT = 60
+
+
+def _dsn() -> str:
+    """The server the ``pg_dsn`` fixture checked (the children read the same variable)."""
+    return os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def _env() -> dict[str, str]:
@@ -49,7 +52,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:{tmp_path / 'conversations.db'}"
         return
-    dsn = _postgres_dsn()
+    dsn = str(request.getfixturevalue("pg_dsn"))
     schema = f"tether_crash_{uuid.uuid4().hex[:12]}"
     try:
         yield f"postgres:{schema}"
@@ -62,7 +65,7 @@ def _store(spec: str) -> Store:
     kind, _, where = spec.partition(":")
     if kind == "sqlite":
         return SQLiteStore(where)
-    return PostgresStore(_postgres_dsn(), schema=where)
+    return PostgresStore(_dsn(), schema=where)
 
 
 def _kill_at(spec: str, cid: str, point: str, directory: Path) -> None:

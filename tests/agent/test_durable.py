@@ -26,11 +26,14 @@ from psycopg import sql
 from tether.agent import UNKNOWN_OUTCOME_TEXT
 from tether.stores import PostgresStore, SQLiteStore, Store
 
-from .conftest import _postgres_dsn  # pyright: ignore[reportPrivateUsage]
-
 CHILD = Path(__file__).with_name("durable_child.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
 TIMEOUT = 90
+
+
+def _dsn() -> str:
+    """The server the ``pg_dsn`` fixture checked (the children read the same variable)."""
+    return os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def _env() -> dict[str, str]:
@@ -49,7 +52,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
     if request.param == "sqlite":
         yield Setup(f"sqlite:{tmp_path / 'conversations.db'}", f"sqlite:///{tmp_path / 'dbos.sqlite'}", False)
         return
-    dsn = _postgres_dsn()
+    dsn = str(request.getfixturevalue("pg_dsn"))
     schema = f"tether_durable_{uuid.uuid4().hex[:12]}"
     try:
         yield Setup(f"postgres:{schema}", f"{dsn}#{schema}_dbos", True)
@@ -115,7 +118,7 @@ def _lines(directory: Path, name: str) -> Counter[str]:
 
 def _store(spec: str) -> Store:
     kind, _, where = spec.partition(":")
-    return SQLiteStore(where) if kind == "sqlite" else PostgresStore(_postgres_dsn(), schema=where)
+    return SQLiteStore(where) if kind == "sqlite" else PostgresStore(_dsn(), schema=where)
 
 
 async def _roles(spec: str, cid: str) -> list[str]:

@@ -18,7 +18,7 @@ from tests.serve._serve_support import Database, Server, add_user
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
 expect = sync_api.expect
 
-SLOW_WORDS = 60  # PageModel's answer to a prompt that says "slowly"
+SLOW_WORDS = 60  # page_model's answer to a prompt that says "slowly"
 NETWORK_ERRORS = re.compile(r"net::ERR_|Failed to fetch|network")
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import decimal
 import re
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Annotated, Literal
@@ -90,6 +91,49 @@ async def test_stream_yields_deltas_then_the_same_response_as_generate() -> None
     assert deltas[0].id == "c1"
     assert deltas[0].name == "t"
     assert "".join(d.arguments for d in deltas) == '{"a": 1}'
+
+
+async def test_a_paced_function_model_streams_text_and_reasoning_a_word_at_a_time() -> None:
+    message = assistant(Reasoning("let me see"), "hello big world", ToolCall("c1", "t", '{"a": 1}'))
+    seen: list[Sequence[Message]] = []
+
+    def pace(messages: Sequence[Message]) -> float:
+        seen.append(messages)
+        return 0.0
+
+    model = FunctionModel(lambda m, i: message, delay=pace)
+    prompt = [user("x")]
+    events = await _collect(model, prompt)
+    assert seen == [prompt]
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["let ", "me ", "see"]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["hello ", "big ", "world"]
+    assert [type(e).__name__ for e in events[-3:]] == ["ToolCallDelta", "ToolCallDelta", "ModelResponse"]
+    assert events[-1] == await model.generate(prompt)  # pacing changes the stream, not the reply
+    # a fixed pace: the same word deltas
+    fixed = await _collect(FunctionModel(lambda m, i: message, delay=0), prompt)
+    assert [e for e in fixed if isinstance(e, TextDelta | ReasoningDelta)] == [
+        e for e in events if isinstance(e, TextDelta | ReasoningDelta)
+    ]
+
+
+async def test_a_stamping_function_model_sends_the_time_of_each_word() -> None:
+    model = FunctionModel(lambda m, i: "a b c", delay=0, stamp=True)
+    before = time.time_ns()
+    events = await _collect(model, [user("x")])
+    after = time.time_ns()
+    words = [e.text for e in events if isinstance(e, TextDelta)]
+    assert [w.endswith(" ") for w in words] == [True, True, False]
+    stamps = [int(w.strip().removeprefix("t")) for w in words]
+    assert before <= stamps[0] <= stamps[1] <= stamps[2] <= after
+    final = events[-1]
+    assert isinstance(final, ModelResponse)
+    assert final.message.text == "".join(words)  # the message holds what was sent
+
+
+@pytest.mark.parametrize("delay", [-1, "fast", True, float("nan")])
+def test_a_function_model_refuses_a_bad_delay(delay: object) -> None:
+    with pytest.raises(UserError, match="delay must be seconds"):
+        FunctionModel(lambda m, i: "x", delay=delay)  # type: ignore[arg-type]
 
 
 @dataclasses.dataclass

@@ -3,7 +3,7 @@
 ``thinker`` reasons before it acts: asked ``look up X`` it streams its reasoning, then calls
 ``lookup`` with ``{"q": "X"}`` and, after the result, reasons again and answers in words (one
 delta per word, with a pause, so a test can drop the connection mid-answer). ``use tool NAME``
-calls that tool (as ``SlowWords`` does). ``broken`` fails every request.
+calls that tool (as ``slow_words`` does). ``broken`` fails every request.
 """
 
 from __future__ import annotations
@@ -14,28 +14,43 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tests.serve.scripted import SlowWords, _words, delete_files
+from tests.serve.scripted import _words, delete_files, words_reply
 
+from tether import ModelFunction
 from tether.agent import Tool, function_tool
 from tether.errors import ModelError
-from tether.messages import Message, Reasoning, Text, ToolCall
+from tether.messages import Message, Reasoning, Text, ToolCall, Usage
 from tether.models import ModelSettings, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolDefinition
 from tether.models.testing import FunctionInfo, FunctionModel
 
 WORDS = 30
 
 
-class Thinker(SlowWords):
-    def _reply(self, messages: Sequence[Message]) -> Message:
+def _thinker_reply(words: int) -> ModelFunction:
+    usage = Usage(output_tokens=words)
+    plain = words_reply(words)
+
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> Message:
         last = messages[-1]
         if last.role == "user" and "look up " in last.text:
             query = last.text.split("look up ", 1)[1].strip()
             call = ToolCall(f"call_{len(messages)}", "lookup", json.dumps({"q": query}))
-            return Message("assistant", (Reasoning("I should look it up."), call))
+            return Message("assistant", (Reasoning("I should look it up."), call), usage=usage)
         if last.role == "user" and "use tool " in last.text:
-            return super()._reply(messages)
+            return plain(messages, info)  # type: ignore[return-value]
         lead = "The tool said so. " if last.role == "tool" else ""
-        return Message("assistant", (Reasoning("Now I answer."), Text(lead + _words(self.words))))
+        return Message("assistant", (Reasoning("Now I answer."), Text(lead + _words(words))), usage=usage)
+
+    return reply
+
+
+class Thinker(FunctionModel):
+    """Streams its reasoning and each tool call whole, its text a word at a time ``pause``
+    seconds apart (a ``FunctionModel`` whose stream keeps that shape)."""
+
+    def __init__(self, words: int, pause: float) -> None:
+        super().__init__(_thinker_reply(words), name="slow-words")
+        self.pause = pause
 
     async def stream(
         self,
@@ -45,8 +60,8 @@ class Thinker(SlowWords):
         tools: Sequence[ToolDefinition] = (),
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        message = self._reply(messages)
-        for index, part in enumerate(message.parts):
+        response = await self.generate(messages, instructions=instructions, tools=tools, settings=settings)
+        for index, part in enumerate(response.message.parts):
             if isinstance(part, Reasoning):
                 yield ReasoningDelta(index, part.text)
             elif isinstance(part, ToolCall):
@@ -54,20 +69,20 @@ class Thinker(SlowWords):
             elif isinstance(part, Text):
                 words = part.text.split(" ")
                 for k, word in enumerate(words):
-                    await asyncio.sleep(self.delay)
+                    await asyncio.sleep(self.pause)
                     yield TextDelta(index, word if k == len(words) - 1 else word + " ")
-        yield self._response(message)
+        yield response
 
 
 def thinker() -> Thinker:
     """``TETHER_TEST_AISDK_DELAY``: seconds between words (a test that reloads mid-answer sets a
     long one, so a loaded machine cannot finish the answer before the reload)."""
-    return Thinker(words=WORDS, delay=float(os.environ.get("TETHER_TEST_AISDK_DELAY", "0.05")))
+    return Thinker(WORDS, float(os.environ.get("TETHER_TEST_AISDK_DELAY", "0.05")))
 
 
 def long_thinker() -> Thinker:
     """An answer that streams for about 30 seconds (a stream that stays open)."""
-    return Thinker(words=600, delay=0.05)
+    return Thinker(600, 0.05)
 
 
 def broken() -> FunctionModel:

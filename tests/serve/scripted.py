@@ -1,26 +1,25 @@
 """Scripted models and tools the service tests start ``tether serve`` with
 (``--model py:tests.serve.scripted:NAME``, ``--tools py:tests.serve.scripted:NAME``).
 
-``SlowWords`` streams its answer a word at a time with a pause between words, so a test can
-disconnect, re-attach or cancel in the middle of a run; every run of it produces the same events.
+``slow_words`` streams its answer a word at a time with a pause between words (a paced
+``FunctionModel``), so a test can disconnect, re-attach or cancel in the middle of a run; every
+run of it produces the same events.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from msgspec.structs import replace
-
+from tether import ModelFunction
 from tether.agent import Tool, function_tool
 from tether.errors import ModelError
 from tether.history import approximate_counter
 from tether.messages import Message, Text, ToolCall, Usage
-from tether.models import ModelResponse, ModelSettings, Profile, StreamEvent, TextDelta, ToolDefinition
+from tether.models import ModelSettings, Profile, StreamEvent, TextDelta, ToolDefinition
 from tether.models.testing import FunctionInfo, FunctionModel
 
 WORDS = 40
@@ -31,80 +30,39 @@ def _words(n: int) -> str:
     return " ".join(f"word{i}" for i in range(1, n + 1))
 
 
-class SlowWords:
-    """Answers ``word1 word2 … wordN`` (N = ``WORDS``), one text delta per word every ``DELAY``
-    seconds. When the prompt says ``use tool NAME`` and the last message is the user's, it first
-    calls tool NAME (no arguments), then answers after the result."""
+def words_reply(words: int = WORDS) -> ModelFunction:
+    """Answers ``word1 word2 … wordN`` (N = ``words``). When the prompt says ``use tool NAME`` and
+    the last message is the user's, it first calls tool NAME (no arguments), then answers after
+    the result."""
+    usage = Usage(output_tokens=words)
 
-    def __init__(self, words: int = WORDS, delay: float = DELAY) -> None:
-        self.words = words
-        self.delay = delay
-
-    @property
-    def name(self) -> str:
-        return "slow-words"
-
-    @property
-    def profile(self) -> Profile:
-        return Profile(provider="function", family="slow-words")
-
-    def _reply(self, messages: Sequence[Message]) -> Message:
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> Message:
         last = messages[-1] if messages else None
         if last is not None and last.role == "user" and "use tool " in last.text:
             name = last.text.split("use tool ", 1)[1].split()[0]
-            return Message("assistant", (ToolCall(f"call_{len(messages)}", name, "{}"),))
-        return Message("assistant", (Text(_words(self.words)),))
+            return Message("assistant", (ToolCall(f"call_{len(messages)}", name, "{}"),), usage=usage)
+        return Message("assistant", (Text(_words(words)),), usage=usage)
 
-    def _response(self, message: Message) -> ModelResponse:
-        stop = "tool_calls" if message.tool_calls else "stop"
-        usage = Usage(output_tokens=self.words)
-        message = replace(message, provider="function", model=self.name, stop_reason=stop, usage=usage)
-        return ModelResponse(message, stop, usage)
-
-    async def generate(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        return self._response(self._reply(messages))
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        instructions: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        message = self._reply(messages)
-        if not message.tool_calls:
-            words = message.text.split(" ")
-            for k, word in enumerate(words):
-                await asyncio.sleep(self.delay)
-                yield TextDelta(0, word if k == len(words) - 1 else word + " ")
-        yield self._response(message)
+    return reply
 
 
-class ReusedIds(SlowWords):
+def slow_words(words: int = WORDS, delay: float = DELAY) -> FunctionModel:
+    """``words_reply`` streamed one text delta per word every ``delay`` seconds: a test can
+    disconnect, re-attach or cancel in the middle of a run; every run produces the same events."""
+    return FunctionModel(words_reply(words), name="slow-words", delay=delay)
+
+
+def reused_ids() -> FunctionModel:
     """Calls ``lookup`` in two steps with the same call id ``call_0`` (as models that number their
     calls per step do), then answers ``done``."""
 
-    def _reply(self, messages: Sequence[Message]) -> Message:
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> Message:
         prompt = max(i for i, m in enumerate(messages) if m.role == "user")
         if sum(m.role == "tool" for m in messages[prompt:]) < 2:
-            return Message("assistant", (ToolCall("call_0", "lookup", "{}"),))
-        return Message("assistant", (Text("done"),))
+            return Message("assistant", (ToolCall("call_0", "lookup", "{}"),), usage=Usage(output_tokens=1))
+        return Message("assistant", (Text("done"),), usage=Usage(output_tokens=1))
 
-
-def reused_ids() -> ReusedIds:
-    return ReusedIds(words=1, delay=0.0)
-
-
-def slow_words() -> SlowWords:
-    return SlowWords()
+    return FunctionModel(reply, name="slow-words", delay=0.0)
 
 
 SMALL_WINDOW = 1_000
@@ -135,14 +93,14 @@ def cut_short() -> FunctionModel:
     return FunctionModel(lambda messages, info: cut, name="cut-short")
 
 
-def long_words() -> SlowWords:
+def long_words() -> FunctionModel:
     """An answer that streams for about 30 seconds (a stream that stays open)."""
-    return SlowWords(words=600, delay=0.05)
+    return slow_words(words=600, delay=0.05)
 
 
-def fast_words() -> SlowWords:
+def fast_words() -> FunctionModel:
     """A short answer with no pause (fuzzing and quick checks)."""
-    return SlowWords(words=3, delay=0.0)
+    return slow_words(words=3, delay=0.0)
 
 
 def _counter_file() -> Path:
@@ -178,15 +136,17 @@ def tools() -> list[Tool[Any]]:
     ]
 
 
-class SplitEmoji(SlowWords):
+class SplitEmoji(FunctionModel):
     """Streams ``smile 😀 done`` with the emoji's UTF-16 pair split across two text deltas (each
     half alone, as JSON decoding makes of a server that cuts a chunk inside the pair); the final
     message holds both halves side by side, as a driver that concatenates its deltas builds it."""
 
     HALVES = ("smile \ud83d", "\ude00 done")
 
-    def _reply(self, messages: Sequence[Message]) -> Message:
-        return Message("assistant", (Text("".join(self.HALVES)),))
+    def __init__(self) -> None:
+        text = Text("".join(self.HALVES))
+        reply = Message("assistant", (text,), usage=Usage(output_tokens=2))
+        super().__init__(lambda messages, info: reply, name="slow-words")
 
     async def stream(
         self,
@@ -198,8 +158,8 @@ class SplitEmoji(SlowWords):
     ) -> AsyncIterator[StreamEvent]:
         for half in self.HALVES:
             yield TextDelta(0, half)
-        yield self._response(self._reply(messages))
+        yield await self.generate(messages, instructions=instructions, tools=tools, settings=settings)
 
 
 def split_emoji() -> SplitEmoji:
-    return SplitEmoji(words=2, delay=0.0)
+    return SplitEmoji()

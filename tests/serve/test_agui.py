@@ -382,7 +382,7 @@ def test_requests_that_cannot_run_are_refused_before_the_stream(alice: httpx.Cli
 
 def test_stop_ends_the_agui_run_as_cancelled(sqlite_db: Database, servers: Callable[..., Server]) -> None:
     token = add_user(sqlite_db, "alice")
-    server = servers(sqlite_db)  # SlowWords: a word every 50 ms
+    server = servers(sqlite_db)  # slow_words: a word every 50 ms
     with server.client(token) as client:
         body = run_input("t10", [{"id": "u", "role": "user", "content": "count"}])
         events: list[dict[str, Any]] = []

@@ -16,7 +16,7 @@ from tests.serve._serve_support import (
     start_run,
     wait_status,
 )
-from tests.serve.scripted import SlowWords
+from tests.serve.scripted import slow_words
 
 from tether.agent import Agent
 from tether.serve import Caller, RunManager
@@ -48,7 +48,7 @@ def test_a_run_going_on_at_sigterm_finishes_within_the_drain(
 
 async def test_a_draining_process_starts_no_run_and_lets_its_runs_finish() -> None:
     store, log = MemoryStore(), MemoryEventLog()
-    manager = RunManager(store=store, events=log, agent=Agent(SlowWords(words=20, delay=0.02)))
+    manager = RunManager(store=store, events=log, agent=Agent(slow_words(words=20, delay=0.02)))
     await manager.open()
     cid = await store.create("alice")
     other = await store.create("alice")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +24,13 @@ MEMORY: dict[int, MemoryEventLog] = {}
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Database:
     """The log's backend: memory (one instance stands for every process), SQLite, PostgreSQL."""
     if request.param == "memory":
-        yield Database("memory")
-        return
+        return Database("memory")
     if request.param == "sqlite":
-        yield Database("sqlite", path=tmp_path / "serve.db")
-        return
-    yield from pg_database(request.getfixturevalue("pg_dsn"))
+        return Database("sqlite", path=tmp_path / "serve.db")
+    return pg_database(request)
 
 
 @pytest.fixture

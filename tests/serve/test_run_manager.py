@@ -16,7 +16,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.serve.scripted import SlowWords, tools
+from tests.serve.scripted import slow_words, tools
 
 from tether.agent import UNKNOWN_OUTCOME_TEXT, Agent
 from tether.messages import Message, Text, ToolCall, user
@@ -30,7 +30,7 @@ from tether.telemetry import Telemetry
 
 
 def _manager(store: MemoryStore, log: MemoryEventLog, words: int = 5, delay: float = 0.0) -> RunManager:
-    agent = Agent(SlowWords(words=words, delay=delay), tools=tools(), approval_secret=b"x" * 32)
+    agent = Agent(slow_words(words=words, delay=delay), tools=tools(), approval_secret=b"x" * 32)
     return RunManager(store=store, events=log, agent=agent, heartbeat_interval=0.05, stale_after=1.0)
 
 
@@ -132,7 +132,7 @@ PARENT = "00f067aa0ba902b7"
 async def _traced_run(headers: dict[str, str], telemetry: Telemetry | None) -> list[dict[str, Any]]:
     """The events of one run started by a request with ``headers``."""
     store, log = MemoryStore(), MemoryEventLog()
-    agent = Agent(SlowWords(words=3), tools=tools(), approval_secret=b"x" * 32, telemetry=telemetry)
+    agent = Agent(slow_words(words=3), tools=tools(), approval_secret=b"x" * 32, telemetry=telemetry)
     manager = RunManager(store=store, events=log, agent=agent, heartbeat_interval=0.05, stale_after=1.0)
     await manager.open()
     try:

@@ -3,10 +3,8 @@ PostgresStore (the real server; each test in its own schema, dropped afterwards)
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,8 +13,6 @@ import pytest
 from psycopg import sql
 
 from tether.stores import Keyring, MemoryStore, PostgresStore, SQLiteStore, Store
-
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 class Clock:
@@ -30,29 +26,6 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.t += seconds
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> str:
-    """The PostgreSQL DSN. In CI an unreachable server fails; elsewhere it skips with the reason."""
-    dsn = os.environ.get("TETHER_TEST_POSTGRES_DSN", DEFAULT_DSN)
-    try:
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL at {dsn} is required in CI and unreachable: {exc}")
-        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {exc}")
-    return dsn
-
-
-@pytest.fixture
-def pg_schema(pg_dsn: str) -> Iterator[str]:
-    """A fresh schema name for this test; dropped (with everything in it) afterwards."""
-    name = f"tether_test_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 class OpenStore(Protocol):

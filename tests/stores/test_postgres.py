@@ -58,7 +58,7 @@ async def test_schema_per_store_isolates_and_bad_dsn_is_a_store_error(pg_dsn: st
         try:
             assert await other.conversations(OWNER) == []
         finally:
-            async with other._tx() as conn:  # pyright: ignore[reportPrivateUsage]
+            async with other._db.tx() as conn:  # pyright: ignore[reportPrivateUsage]
                 await conn.execute(f'DROP SCHEMA "{pg_schema}_other" CASCADE'.encode())
     broken = PostgresStore("postgresql://postgres@127.0.0.1:1/none", open_timeout=1.0)
     with pytest.raises(StoreError, match="PostgreSQL"):

@@ -19,6 +19,8 @@ import pytest
 
 from tether import NotFound, StoreError, user
 from tether.stores import SQLiteStore
+from tether.stores._rows import RowCodec
+from tether.stores.sqlite._schema import connect as sqlite_connect
 
 CHILD = Path(__file__).with_name("_child.py")
 OWNER = "owner"
@@ -201,3 +203,31 @@ def test_eight_writer_processes_lose_no_update(tmp_path: Path) -> None:
     for k in range(writers):
         assert [t for t in got if t.startswith(f"{k}:")] == [f"{k}:{i}" for i in range(per_writer)]
     assert conflicts > 0  # the writers really raced
+
+
+def test_connections_opening_one_new_file_at_once_all_open(tmp_path: Path) -> None:
+    """Switching a new file to WAL needs it to itself, and SQLite answers "database is locked" at
+    once (no busy wait) to a connection that meets another one opening or migrating it: every
+    store must still open, as two processes starting on one new database do."""
+    errors: list[BaseException] = []
+    for round_ in range(60):
+        path = str(tmp_path / f"race{round_}.db")
+        barrier = threading.Barrier(6)
+
+        def open_one(path: str = path, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                conn = sqlite_connect(path, 30.0, "NORMAL", 0, RowCodec(None))
+                conn.execute("BEGIN")  # a reader in the way of the next one's switch
+                conn.execute("SELECT count(*) FROM tether_migrations").fetchone()
+                conn.execute("COMMIT")
+                conn.close()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []

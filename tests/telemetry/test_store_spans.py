@@ -4,16 +4,12 @@ the conversation id, counts and failures, never content or the owner."""
 from __future__ import annotations
 
 import json
-import os
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from opentelemetry.trace import StatusCode
-from psycopg import sql
 
 from tether import ConflictError, UserError, user
 from tether.stores import MemoryStore, PostgresStore, SQLiteStore, Store
@@ -24,29 +20,17 @@ from .conftest import Otel
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    dsn = os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-    schema = f"tether_otel_{uuid.uuid4().hex[:12]}"
     s: Store
     if request.param == "memory":
         s = MemoryStore()
     elif request.param == "sqlite":
         s = SQLiteStore(tmp_path / "c.db")
     else:
-        try:
-            with psycopg.connect(dsn, connect_timeout=5) as conn:
-                conn.execute("SELECT 1")
-        except psycopg.Error as exc:
-            if os.environ.get("CI"):
-                pytest.fail(f"PostgreSQL at {dsn} is required in CI and unreachable: {exc}")
-            pytest.skip(f"PostgreSQL at {dsn} is unreachable: {exc}")
-        s = PostgresStore(dsn, schema=schema)
+        s = PostgresStore(request.getfixturevalue("pg_dsn"), schema=request.getfixturevalue("pg_schema"))
     try:
         yield s
     finally:
         await s.close()
-        if request.param == "postgres":
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 async def test_store_calls_are_client_spans_without_content(otel: Otel, store: Store) -> None:

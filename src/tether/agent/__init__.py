@@ -31,6 +31,7 @@ from tether.agent._run import STEP_LIMIT_TEXT, cancelled_partial
 from tether.agent._state import CANCELED_STOP_REASON
 from tether.agent._stream import RunStream
 from tether.agent._tools import Tool, ToolCanceled, function_tool
+from tether.agent._toolset import SchemaTool, Toolset
 from tether.agent.compaction import (
     DEFAULT_SUMMARY_PROMPT,
     Compaction,
@@ -75,6 +76,7 @@ __all__ = [
     "RunContext",
     "RunRecorder",
     "RunStream",
+    "SchemaTool",
     "StoreRecorder",
     "TextEvent",
     "Tool",
@@ -82,6 +84,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolCanceled",
+    "Toolset",
     "cancelled_partial",
     "function_tool",
     "recall_tool",

@@ -7,7 +7,7 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, cast, overload
 
 from tether.errors import UserError
 from tether.messages import Message
@@ -23,6 +23,7 @@ from ._result import Event, Result
 from ._run import Run
 from ._stream import RunStream
 from ._tools import Tool, ToolLike, as_tools
+from ._toolset import Toolset, list_toolsets, split_tools
 from .compaction._compactor import Prepared
 from .compaction._config import Compaction
 from .compaction._defaults import compaction_window
@@ -40,6 +41,39 @@ _D = TypeVar("_D")
 _O = TypeVar("_O")
 InstructionsFn = Callable[[RunContext[Any]], str | Awaitable[str | None] | None]
 DEFAULT_APPROVAL_TTL = timedelta(hours=24)
+
+
+class _AgentOptions(TypedDict, total=False):
+    """The keyword arguments of ``Agent`` other than its types (see ``Agent``)."""
+
+    instructions: str | None
+    instructions_fn: InstructionsFn | None
+    tools: Sequence[ToolLike | Toolset]
+    history_processor: Callable[..., Any] | None
+    max_steps: int
+    retries: int
+    approval_secret: bytes | str | None
+    approval_ttl: timedelta | float
+    replay_guard: ReplayGuard | None
+    accept_truncated: bool
+    settings: ModelSettings | None
+    name: str | None
+    telemetry: Telemetry | None
+    compaction: Compaction | None
+
+
+class _RunKwargs(TypedDict, Generic[_D], total=False):
+    """The keyword arguments of ``run``, ``run_sync`` and ``run_stream`` (see ``Agent.run``)."""
+
+    history: Sequence[Message]
+    deps: _D | None
+    tools: Sequence[ToolLike | Toolset] | None
+    run_id: str | None
+    conversation_id: str | None
+    deferred: DeferredResults | None
+    store: Store | None
+    owner: str | None
+    recorder: RunRecorder | None
 
 
 def _is_int(value: object) -> bool:
@@ -84,88 +118,36 @@ class Agent(Generic[Deps, Output]):
         self: Agent[Any, str],
         model: Model | str,
         *,
-        instructions: str | None = None,
-        instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
         output_type: type[str] = str,
         deps_type: None = None,
-        history_processor: Callable[..., Any] | None = None,
-        max_steps: int = 25,
-        retries: int = 1,
-        approval_secret: bytes | str | None = None,
-        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
-        replay_guard: ReplayGuard | None = None,
-        accept_truncated: bool = False,
-        settings: ModelSettings | None = None,
-        name: str | None = None,
-        telemetry: Telemetry | None = None,
-        compaction: Compaction | None = None,
+        **options: Unpack[_AgentOptions],
     ) -> None: ...
     @overload
     def __init__(
         self: Agent[Any, _O],
         model: Model | str,
         *,
-        instructions: str | None = None,
-        instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
         output_type: type[_O],
         deps_type: None = None,
-        history_processor: Callable[..., Any] | None = None,
-        max_steps: int = 25,
-        retries: int = 1,
-        approval_secret: bytes | str | None = None,
-        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
-        replay_guard: ReplayGuard | None = None,
-        accept_truncated: bool = False,
-        settings: ModelSettings | None = None,
-        name: str | None = None,
-        telemetry: Telemetry | None = None,
-        compaction: Compaction | None = None,
+        **options: Unpack[_AgentOptions],
     ) -> None: ...
     @overload
     def __init__(
         self: Agent[_D, str],
         model: Model | str,
         *,
-        instructions: str | None = None,
-        instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
         output_type: type[str] = str,
         deps_type: type[_D],
-        history_processor: Callable[..., Any] | None = None,
-        max_steps: int = 25,
-        retries: int = 1,
-        approval_secret: bytes | str | None = None,
-        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
-        replay_guard: ReplayGuard | None = None,
-        accept_truncated: bool = False,
-        settings: ModelSettings | None = None,
-        name: str | None = None,
-        telemetry: Telemetry | None = None,
-        compaction: Compaction | None = None,
+        **options: Unpack[_AgentOptions],
     ) -> None: ...
     @overload
     def __init__(
         self: Agent[_D, _O],
         model: Model | str,
         *,
-        instructions: str | None = None,
-        instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
         output_type: type[_O],
         deps_type: type[_D],
-        history_processor: Callable[..., Any] | None = None,
-        max_steps: int = 25,
-        retries: int = 1,
-        approval_secret: bytes | str | None = None,
-        approval_ttl: timedelta | float = DEFAULT_APPROVAL_TTL,
-        replay_guard: ReplayGuard | None = None,
-        accept_truncated: bool = False,
-        settings: ModelSettings | None = None,
-        name: str | None = None,
-        telemetry: Telemetry | None = None,
-        compaction: Compaction | None = None,
+        **options: Unpack[_AgentOptions],
     ) -> None: ...
     def __init__(
         self,
@@ -173,7 +155,7 @@ class Agent(Generic[Deps, Output]):
         *,
         instructions: str | None = None,
         instructions_fn: InstructionsFn | None = None,
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | Toolset] = (),
         output_type: type[Any] = str,
         deps_type: type[Any] | None = None,
         history_processor: Callable[..., Any] | None = None,
@@ -243,7 +225,8 @@ class Agent(Generic[Deps, Output]):
         if compaction is not None and not isinstance(cast(object, compaction), Compaction):
             raise UserError(f"compaction must be a tether.agent.Compaction, not {type(compaction).__name__}")
         self.compaction = compaction
-        self._base = self._config(tools)
+        static, self._toolsets = split_tools(tools)
+        self._base = self._config(static)
         if compaction is not None and compaction.recall and RECALL_TOOL in self._base.tools:
             raise UserError(
                 f"the agent has a tool named {RECALL_TOOL!r} and compaction would add its own: rename "
@@ -260,43 +243,50 @@ class Agent(Generic[Deps, Output]):
         if self._output.definition is not None:
             definitions = (*definitions, self._output.definition)
         return RunConfig(
-            self.model,
-            table,
-            definitions,
-            self._output,
-            self.instructions,
-            self.instructions_fn,
-            self.history_processor,
-            self._processor_ctx,
-            self.max_steps,
-            self.retries,
-            self._secret,
-            self._approval_ttl,
-            self._replay_guard,
-            self.accept_truncated,
-            self.settings,
-            self.compaction,
+            model=self.model,
+            tools=table,
+            definitions=definitions,
+            output=self._output,
+            instructions=self.instructions,
+            instructions_fn=self.instructions_fn,
+            history_processor=self.history_processor,
+            processor_takes_ctx=self._processor_ctx,
+            max_steps=self.max_steps,
+            retries=self.retries,
+            secret=self._secret,
+            approval_ttl=self._approval_ttl,
+            replay_guard=self._replay_guard,
+            accept_truncated=self.accept_truncated,
+            settings=self.settings,
+            compaction=self.compaction,
         )
 
     @property
     def tools(self) -> tuple[Tool[Any], ...]:
-        """The agent's default tools."""
+        """The agent's default tools (without those its toolsets list at each run)."""
         return tuple(self._base.tools.values())
+
+    @property
+    def toolsets(self) -> tuple[Toolset, ...]:
+        """The agent's toolsets (asked for their tools at the start of each run)."""
+        return self._toolsets
+
+    async def aclose(self) -> None:
+        """Close the agent's toolsets (MCP connections); ``async with agent:`` does it on exit."""
+        for toolset in self._toolsets:
+            await toolset.aclose()
+
+    async def __aenter__(self) -> Agent[Deps, Output]:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
 
     # -- running --------------------------------------------------------------------------------
     async def run(
         self,
         prompt: Prompt | None = None,
-        *,
-        history: Sequence[Message] = (),
-        deps: Deps | None = None,
-        tools: Sequence[ToolLike] | None = None,
-        run_id: str | None = None,
-        conversation_id: str | None = None,
-        deferred: DeferredResults | None = None,
-        store: Store | None = None,
-        owner: str | None = None,
-        recorder: RunRecorder | None = None,
+        **options: Unpack[_RunKwargs[Deps]],
     ) -> Result[Output]:
         """Run once and return the ``Result``; failures raise ``RunError`` with ``partial``.
 
@@ -306,24 +296,12 @@ class Agent(Generic[Deps, Output]):
         Cancelling the task that awaits this lets ``asyncio.CancelledError`` propagate once the
         partial evidence is recorded; the error carries it as ``partial``.
         """
-        options = RunOptions(
-            prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, recorder
-        )
-        return await self._start(options, None, owned=False)
+        return await self._start(RunOptions(prompt, **options), None, owned=False)
 
     def run_sync(
         self,
         prompt: Prompt | None = None,
-        *,
-        history: Sequence[Message] = (),
-        deps: Deps | None = None,
-        tools: Sequence[ToolLike] | None = None,
-        run_id: str | None = None,
-        conversation_id: str | None = None,
-        deferred: DeferredResults | None = None,
-        store: Store | None = None,
-        owner: str | None = None,
-        recorder: RunRecorder | None = None,
+        **options: Unpack[_RunKwargs[Deps]],
     ) -> Result[Output]:
         """``run`` for synchronous code (not inside a running event loop)."""
         try:
@@ -332,34 +310,20 @@ class Agent(Generic[Deps, Output]):
             pass
         else:
             raise UserError("run_sync cannot be called inside a running event loop; use await agent.run(...)")
-        options = RunOptions(
-            prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, recorder
-        )
-        return asyncio.run(self._start(options, None, owned=False))
+        return asyncio.run(self._start(RunOptions(prompt, **options), None, owned=False))
 
     def run_stream(
         self,
         prompt: Prompt | None = None,
-        *,
-        history: Sequence[Message] = (),
-        deps: Deps | None = None,
-        tools: Sequence[ToolLike] | None = None,
-        run_id: str | None = None,
-        conversation_id: str | None = None,
-        deferred: DeferredResults | None = None,
-        store: Store | None = None,
-        owner: str | None = None,
-        recorder: RunRecorder | None = None,
+        **options: Unpack[_RunKwargs[Deps]],
     ) -> RunStream[Output]:
         """The run as a stream of events (``async with ... as stream: async for event in stream``),
         ending with ``RunCompleted`` carrying the same ``Result`` as ``run``. The run has a task of
         its own: leaving the stream early or ``stream.cancel()`` stops it (``RunCanceled``)."""
-        options = RunOptions(
-            prompt, history, deps, tools, run_id, conversation_id, deferred, store, owner, recorder
-        )
+        run_options = RunOptions(prompt, **options)
 
         def start(emit: Callable[[Event], None]) -> Coroutine[Any, Any, Result[Output]]:
-            return self._start(options, emit, owned=True)
+            return self._start(run_options, emit, owned=True)
 
         return RunStream(start)
 
@@ -418,19 +382,11 @@ class Agent(Generic[Deps, Output]):
             raise UserError("with recorder= the conversation is the recorder's: do not pass conversation_id=")
         if recorder is not None and o.history:
             raise UserError("pass either history= or store=: with a store the history is loaded from it")
-        cfg = self._base if o.tools is None else self._config(o.tools)
-        run = Run(
-            cfg,
-            prompt=o.prompt,
-            history=o.history,
-            deps=o.deps,
-            run_id=o.run_id,
-            conversation_id=o.conversation_id,
-            deferred=o.deferred,
-            emit=emit,
-            recorder=recorder,
-            owned=owned,
-        )
+        static, toolsets = (None, self._toolsets) if o.tools is None else split_tools(o.tools)
+        cfg = self._base if static is None else self._config(static)
+        if toolsets:  # tools known only now (MCP servers): listed once per run
+            cfg = self._config([*cfg.tools.values(), *await list_toolsets(toolsets)])
+        run = Run(cfg, o, emit=emit, recorder=recorder, owned=owned)
         trace = run.trace = run_trace(self.telemetry, self.name or self.model.name)
         return cast(
             Result[Output], await (run.execute() if trace is None else trace.around(run, run.execute))

@@ -15,6 +15,7 @@ from ._context import RunContext
 from ._output import OutputSpec
 from ._recorder import RunRecorder
 from ._tools import Tool, ToolLike
+from ._toolset import Toolset
 from .compaction._config import Compaction
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class RunOptions:
     prompt: Prompt | None = None
     history: Sequence[Message] = ()
     deps: Any = None
-    tools: Sequence[ToolLike] | None = None
+    tools: Sequence[ToolLike | Toolset] | None = None
     run_id: str | None = None
     conversation_id: str | None = None
     deferred: DeferredResults | None = None

@@ -39,8 +39,8 @@ from tether.messages import Message, new_id
 from tether.models import ModelResponse, ReasoningDelta, TextDelta, ToolCallDelta
 
 from ._accept import DeltaText, accept_response, valid_text
-from ._approvals import Deferred, DeferredResults, PendingCall, TokenClaims, mint_token, turn_digest
-from ._config import Prompt, RunConfig
+from ._approvals import Deferred, PendingCall, TokenClaims, mint_token, turn_digest
+from ._config import Prompt, RunConfig, RunOptions
 from ._context import MessagesView, RunContext
 from ._decisions import Resolution, resolve_decisions
 from ._output import OUTPUT_TOOL
@@ -114,27 +114,22 @@ class Run:
     def __init__(
         self,
         cfg: RunConfig,
+        options: RunOptions,
         *,
-        prompt: Prompt | None,
-        history: Sequence[Message],
-        deps: Any,
-        run_id: str | None,
-        conversation_id: str | None,
-        deferred: DeferredResults | None,
         emit: Callable[[Event], None] | None = None,
         recorder: RunRecorder | None = None,
         owned: bool = False,
     ) -> None:
         self.cfg = cfg
-        self.prompt = prompt
-        self.supplied = history
-        self.deps = deps
-        self.deferred_in = deferred
+        self.prompt = prompt = options.prompt
+        self.supplied = history = options.history
+        self.deps = options.deps
+        self.deferred_in = deferred = options.deferred
         self.emit = emit
         self.recorder = recorder
         self.owned = owned
-        cid = conversation_id or (None if recorder is not None else donor_conversation_id(history))
-        self.state = RunState(run_id or new_id(), cid or "")
+        cid = options.conversation_id or (None if recorder is not None else donor_conversation_id(history))
+        self.state = RunState(options.run_id or new_id(), cid or "")
         self.stage: RunStage = "history"
         self.stop_reason: str | None = None
         self._resolution: Resolution | None = None

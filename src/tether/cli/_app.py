@@ -47,6 +47,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "runs_app",
         "List, show and cancel the runs of tether serve (one owner's; --db or --postgres as for serve).",
     ),
+    "mcp": (
+        "tether.cli._mcp",
+        "mcp",
+        "Serve your conversations to an MCP client over stdio (read-only: list, read, search, recall).",
+    ),
     "serve": (
         "tether.cli._serve",
         "serve_app",

@@ -23,8 +23,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.prompt import Confirm
 
-from tether.agent import Agent, StoreRecorder
+from tether.agent import Agent, Approve, Deferred, DeferredResults, Deny, StoreRecorder
 from tether.agent.compaction import default_compaction
 from tether.agent.demo_tools import DEMO_TOOLS
 from tether.cli._common import fail, out_console
@@ -32,7 +33,9 @@ from tether.cli._compaction import render_with_records
 from tether.cli._formats import export_messages
 from tether.cli._history import build_processor
 from tether.cli._logging import configure_logging
+from tether.cli._mcp_tools import McpHeaderOpt, McpOpt, mcp_toolsets
 from tether.cli._model import resolve_model
+from tether.cli._render import preview
 from tether.cli._store import (
     DEFAULT_OWNER,
     DbOpt,
@@ -97,11 +100,31 @@ class ChatSession:
         self.db_label = db_label
         self.last_run_id: str | None = None
         self.turns = 0
+        self.approve: Callable[[str], bool] = _ask
+        """Asks whether a paused tool call may run (no terminal to ask: the call is denied)."""
 
     # -- turns -----------------------------------------------------------------------------------
     async def send(self, prompt: str | None) -> TurnOutcome:
-        """Run one turn, streaming it to the console; the run stores what it produces.
+        """Run one turn, streaming it to the console; the run stores what it produces. A tool
+        that needs approval (an MCP tool that may be destructive) is asked about first.
         ``None``: continue the stored conversation (an interrupted turn)."""
+        outcome = await self._turn(prompt, None)
+        while outcome.deferred is not None and outcome.deferred.approvals and outcome.error is None:
+            outcome = await self._turn(None, self._decide(outcome.deferred))
+        return outcome
+
+    def _decide(self, pending: Deferred) -> DeferredResults:
+        decisions: dict[str, Approve | Deny] = {}
+        for call in pending.approvals:
+            asked = f"run [bold]{escape(call.call.name)}[/]({escape(preview(call.call.arguments, 200))})?"
+            approve = self.approve(asked)
+            cid = call.call.id or ""
+            decisions[cid] = (
+                Approve(call.token) if approve else Deny("the user did not approve it", call.token)
+            )
+        return DeferredResults(approvals=decisions)
+
+    async def _turn(self, prompt: str | None, deferred: DeferredResults | None) -> TurnOutcome:
         recorder = StoreRecorder(
             self.store, self.owner, self.conversation_id, on_conflict="fork", at_version=self.version
         )
@@ -112,6 +135,7 @@ class ChatSession:
             recorder=recorder,
             printer=StreamPrinter(self.console),
             waiting="loading the model…" if first_local else "thinking…",
+            deferred=deferred,
         )
         self.turns += 1
         self.last_run_id = outcome.run_id
@@ -388,6 +412,13 @@ async def _open_session(
     return session, state
 
 
+def _ask(question: str) -> bool:
+    if not sys.stdin.isatty():
+        out_console().print(f"{question} [dim](no terminal to ask: denied)[/]")
+        return False
+    return Confirm.ask(question, default=False, console=out_console())
+
+
 def _chat(
     *,
     prompt: str | None,
@@ -403,6 +434,8 @@ def _chat(
     tools: bool,
     verbose: bool,
     trace: Path | None = None,
+    mcp: list[str] | None = None,
+    mcp_header: list[str] | None = None,
 ) -> int:
     console = out_console()
     configure_logging(verbose)
@@ -417,6 +450,10 @@ def _chat(
         if problem is not None:  # before the model loads or anything is stored
             fail(f"{what} is not valid text ({problem}: bytes that are not UTF-8?)")
     processor = build_processor(max_messages, budget)
+    try:
+        toolsets = mcp_toolsets(mcp, mcp_header)
+    except TetherError as exc:
+        fail(str(exc), cause=exc)
     with console.status("loading model…", spinner="dots"):
         model = resolve_model(model_spec)
     # a long conversation is compacted at 80% of the model's window, unless the options cut it
@@ -426,7 +463,7 @@ def _chat(
     agent: Agent[Any, str] = Agent(
         model,
         instructions=instructions,
-        tools=DEMO_TOOLS if tools else (),
+        tools=[*(DEMO_TOOLS if tools else ()), *toolsets],
         history_processor=_lenient(processor) if processor is not None else None,
         accept_truncated=True,  # a reply cut at its length limit is shown and stored, with a note
         compaction=compaction,
@@ -434,6 +471,7 @@ def _chat(
     with asyncio.Runner() as runner:
         stack = contextlib.AsyncExitStack()
         stack.enter_context(chat_trace(trace))
+        stack.push_async_callback(agent.aclose)  # the --mcp connections
         try:
             session, state = runner.run(
                 _open_session(
@@ -539,6 +577,8 @@ def chat(
             "--trace", help="Write the session's spans to FILE as OTLP JSON lines.", show_default=False
         ),
     ] = None,
+    mcp: McpOpt = None,
+    mcp_header: McpHeaderOpt = None,
 ) -> None:
     """Chat with a model; every turn is stored and a conversation survives restarts."""
     code = _chat(
@@ -555,6 +595,8 @@ def chat(
         tools=tools,
         verbose=verbose,
         trace=trace,
+        mcp=mcp,
+        mcp_header=mcp_header,
     )
     if code:
         raise typer.Exit(code)

@@ -14,6 +14,7 @@ import typer
 
 import tether.serve
 from tether.cli._common import err_console, fail, out_console
+from tether.cli._mcp_tools import McpHeaderOpt, McpOpt, mcp_toolsets
 from tether.cli._store import DbOpt, default_db_path
 from tether.errors import TetherError
 from tether.serve import CONFIG_ENV, WORKER_APP, ServeConfig, is_loopback, load_model, open_user_store
@@ -108,92 +109,104 @@ def _on_users(
     return asyncio.run(run())
 
 
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="provider:model, 'local' (the default: the bundled model), or py:package.module:factory.",
+        show_default=False,
+    ),
+]
+HostOpt = Annotated[str, typer.Option("--host", help="Address to bind.")]
+PortOpt = Annotated[int, typer.Option("--port", help="Port to bind.", min=0, max=65535)]
+WorkersOpt = Annotated[int, typer.Option("--workers", help="Worker processes.", min=1, max=64)]
+InstructionsOpt = Annotated[
+    str | None,
+    typer.Option("--instructions", help="System instructions of the agent.", show_default=False),
+]
+ToolsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tools", help="'demo' (time and calculator) or py:package.module:name.", show_default=False
+    ),
+]
+NoAuthOpt = Annotated[
+    bool,
+    typer.Option("--no-auth", help="No tokens: every request is owner 'local' (loopback binds only)."),
+]
+ActiveRunsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-active-runs", help="Running or paused runs one user may have at once (0: no limit).", min=0
+    ),
+]
+OpenStreamsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-open-streams",
+        help="Event streams one user may hold open on each server process (0: no limit).",
+        min=0,
+    ),
+]
+CompactionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compaction/--no-compaction",
+        help="Compact long conversations at 80% of the model's context window (as tether chat does).",
+    ),
+]
+PingOpt = Annotated[
+    float,
+    typer.Option(
+        "--ping-interval",
+        help="Seconds between keep-alives of an idle event stream (open streams re-check their token).",
+        min=0.05,
+        max=30,  # the web page counts 40 s of silence as a dropped connection
+    ),
+]
+NotifyOpt = Annotated[
+    str,
+    typer.Option("--notify", help="PostgreSQL live events: listen (LISTEN/NOTIFY) or poll.", hidden=True),
+]
+DrainOpt = Annotated[
+    float,
+    typer.Option(
+        "--drain-timeout",
+        help="On stop (SIGTERM, Ctrl-C): seconds runs still going may take to finish before they "
+        "are closed as interrupted.",
+        min=0,
+    ),
+]
+
+
 @serve_app.callback()
 def serve(
     ctx: typer.Context,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            help="provider:model, 'local' (the default: the bundled model), or py:package.module:factory.",
-            show_default=False,
-        ),
-    ] = None,
+    model: ModelOpt = None,
     db: DbOpt = None,
     postgres: PostgresOpt = None,
     postgres_schema: SchemaOpt = None,
-    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to bind.", min=0, max=65535)] = 8321,
-    workers: Annotated[int, typer.Option("--workers", help="Worker processes.", min=1, max=64)] = 1,
-    instructions: Annotated[
-        str | None,
-        typer.Option("--instructions", help="System instructions of the agent.", show_default=False),
-    ] = None,
-    tools: Annotated[
-        str | None,
-        typer.Option(
-            "--tools", help="'demo' (time and calculator) or py:package.module:name.", show_default=False
-        ),
-    ] = None,
-    no_auth: Annotated[
-        bool,
-        typer.Option("--no-auth", help="No tokens: every request is owner 'local' (loopback binds only)."),
-    ] = False,
-    max_active_runs: Annotated[
-        int,
-        typer.Option(
-            "--max-active-runs", help="Running or paused runs one user may have at once (0: no limit).", min=0
-        ),
-    ] = 16,
-    max_open_streams: Annotated[
-        int,
-        typer.Option(
-            "--max-open-streams",
-            help="Event streams one user may hold open on each server process (0: no limit).",
-            min=0,
-        ),
-    ] = 32,
-    compaction: Annotated[
-        bool,
-        typer.Option(
-            "--compaction/--no-compaction",
-            help="Compact long conversations at 80% of the model's context window (as tether chat does).",
-        ),
-    ] = True,
-    ping_interval: Annotated[
-        float,
-        typer.Option(
-            "--ping-interval",
-            help="Seconds between keep-alives of an idle event stream (open streams re-check their token).",
-            min=0.05,
-            max=30,  # the web page counts 40 s of silence as a dropped connection
-        ),
-    ] = 15.0,
-    notify: Annotated[
-        str,
-        typer.Option("--notify", help="PostgreSQL live events: listen (LISTEN/NOTIFY) or poll.", hidden=True),
-    ] = "listen",
-    drain_timeout: Annotated[
-        float,
-        typer.Option(
-            "--drain-timeout",
-            help="On stop (SIGTERM, Ctrl-C): seconds runs still going may take to finish before they "
-            "are closed as interrupted.",
-            min=0,
-        ),
-    ] = 0.0,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8321,
+    workers: WorkersOpt = 1,
+    instructions: InstructionsOpt = None,
+    tools: ToolsOpt = None,
+    no_auth: NoAuthOpt = False,
+    max_active_runs: ActiveRunsOpt = 16,
+    max_open_streams: OpenStreamsOpt = 32,
+    compaction: CompactionOpt = True,
+    ping_interval: PingOpt = 15.0,
+    notify: NotifyOpt = "listen",
+    mcp: McpOpt = None,
+    mcp_header: McpHeaderOpt = None,
+    drain_timeout: DrainOpt = 0.0,
 ) -> None:
     """Start the service (Ctrl-C stops it; runs still going after --drain-timeout are closed as
     interrupted)."""
     if ctx.invoked_subcommand is not None:
         return
-    try:
-        import uvicorn
-
-        create_app = tether.serve.create_app
-    except ImportError as exc:
-        fail(f"tether serve needs its extra: pip install 'tether[serve]' ({exc})", cause=exc)
+    run, create_app = _server()
     if no_auth and not is_loopback(host):
         fail(f"--no-auth is allowed only on a loopback bind (127.0.0.1, ::1, localhost), not {host!r}")
     path, dsn = _database(db, postgres)
@@ -214,22 +227,14 @@ def serve(
             max_open_streams=max_open_streams,
             compaction=compaction,
             drain_timeout=drain_timeout,
+            mcp=tuple(mcp or ()),
+            mcp_headers=tuple(mcp_header or ()),
         )
-        loaded = load_model(model) if workers == 1 else None
-        if workers > 1:
-            load_model(model)  # fail here, once, rather than in every worker
+        mcp_toolsets(mcp, mcp_header)  # a bad --mcp or a missing extra fails here, before binding
+        loaded = load_model(model)  # fail here, once, rather than in every worker
     except TetherError as exc:
         fail(str(exc), cause=exc)
-    console = err_console()
-    where = f"PostgreSQL {describe_dsn(dsn)}" if dsn else f"SQLite {path}"
-    console.print(
-        f"tether serve: http://{host}:{port} ({where}; model {model or 'local'}; workers {workers})"
-    )
-    if no_auth:
-        console.print(
-            "[bold yellow]WARNING: --no-auth: requests are not authenticated; every one acts as owner "
-            "'local'. Allowed on a loopback bind only.[/]"
-        )
+    _announce(config, workers)
     options: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -238,10 +243,35 @@ def serve(
         "server_header": False,
     }
     if workers == 1:
-        uvicorn.run(create_app(config, model=loaded), **options)
+        run(create_app(config, model=loaded), **options)
     else:
         os.environ[CONFIG_ENV] = config.to_json().decode()
-        uvicorn.run(WORKER_APP, factory=True, workers=workers, **options)
+        run(WORKER_APP, factory=True, workers=workers, **options)
+
+
+def _server() -> tuple[Callable[..., None], Callable[..., Any]]:
+    """uvicorn's ``run`` and ``create_app``, or the error naming the serve extra."""
+    try:
+        import uvicorn
+
+        return uvicorn.run, tether.serve.create_app
+    except ImportError as exc:
+        fail(f"tether serve needs its extra: pip install 'tether[serve]' ({exc})", cause=exc)
+
+
+def _announce(config: ServeConfig, workers: int) -> None:
+    console = err_console()
+    dsn, path = config.postgres, config.db
+    where = f"PostgreSQL {describe_dsn(dsn)}" if dsn else f"SQLite {path}"
+    console.print(
+        f"tether serve: http://{config.host}:{config.port} ({where}; model {config.model or 'local'}; "
+        f"workers {workers})"
+    )
+    if not config.auth:
+        console.print(
+            "[bold yellow]WARNING: --no-auth: requests are not authenticated; every one acts as owner "
+            "'local'. Allowed on a loopback bind only.[/]"
+        )
 
 
 @users_app.command("add")

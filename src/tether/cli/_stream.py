@@ -15,6 +15,8 @@ from rich.status import Status
 from tether.agent import (
     Agent,
     CompactionEvent,
+    Deferred,
+    DeferredResults,
     MessageCompleted,
     ReasoningEvent,
     RunRecorder,
@@ -147,6 +149,8 @@ class TurnOutcome:
     """Why a reply was cut and kept: the answer's stop reason (``"length"``, or ``"repetition"``
     when the local model's loop detector stopped it)."""
     error: str | None = None
+    deferred: Deferred | None = None
+    """The calls the run paused on (a tool that needs approval)."""
 
 
 async def _ticker(printer: StreamPrinter) -> None:
@@ -162,6 +166,7 @@ async def run_turn(
     recorder: RunRecorder,
     printer: StreamPrinter,
     waiting: str = "thinking…",
+    deferred: DeferredResults | None = None,
 ) -> TurnOutcome:
     """Stream one stored run (``prompt=None``: continue the stored conversation). Cancelling the
     task that awaits this (Ctrl-C) stops the run: the outcome then says so instead of raising;
@@ -170,7 +175,7 @@ async def run_turn(
     printer.wait(waiting)
     ticker = asyncio.ensure_future(_ticker(printer))
     try:
-        async with agent.run_stream(prompt, recorder=recorder, run_id=run_id) as stream:
+        async with agent.run_stream(prompt, recorder=recorder, run_id=run_id, deferred=deferred) as stream:
             async for event in stream:
                 if isinstance(event, TextEvent):
                     printer.text(event.text)
@@ -193,6 +198,8 @@ async def run_turn(
                     cut = None
                     if result.stop_reason == "length":
                         cut = result.messages[-1].stop_reason or "length"
+                    if result.deferred is not None:  # paused: no output yet
+                        return TurnOutcome(run_id, deferred=result.deferred)
                     return TurnOutcome(run_id, result.output, truncated=cut)
     except asyncio.CancelledError:  # Ctrl-C: the stream stopped the run, which stored its partial
         task = asyncio.current_task()

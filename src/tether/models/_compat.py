@@ -15,6 +15,7 @@ from pathlib import Path
 from tether.errors import MissingExtra, UserError
 from tether.models._base import Profile
 from tether.models._compat_aisdk import AISDK
+from tether.models._compat_mcp import mcp_section
 from tether.models._limits import ANTHROPIC_LIMITS, GEMINI_LIMITS, OPENAI_LIMITS, Limits
 from tether.models._registry import PROVIDERS
 from tether.models.wire._documented import IMPORT_LOSSES, RESPONSE_LOSSES
@@ -367,6 +368,7 @@ def render() -> str:
     lines += _agui_section()
     lines += _agui_section(AISDK)  # the same shape: prose and two-column tables
     lines += _OPENAI_AGENTS.lstrip("\n").split("\n")
+    lines += mcp_section()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

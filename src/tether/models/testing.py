@@ -1,17 +1,22 @@
 """Offline models for tests: ``FunctionModel`` (scripted) and ``TestModel`` (calls every tool).
 
 Both implement the ``Model`` protocol, including ``stream`` (deltas, then the same final
-``ModelResponse`` that ``generate`` returns). Neither does any I/O.
+``ModelResponse`` that ``generate`` returns). Neither does any I/O. A ``FunctionModel`` given a
+``delay`` streams like a slow provider: a word at a time, reasoning too, with a pause before
+each word (tests that disconnect, reload or cancel mid-stream; benchmarks of live streams).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
+import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self, TypeAlias
+from typing import Any, Self, TypeAlias, cast
 
 import msgspec
 from msgspec.structs import replace
@@ -71,6 +76,44 @@ async def _stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent
     yield response
 
 
+def _check_delay(delay: object) -> float:
+    if type(delay) not in (int, float) or not (0 <= cast(float, delay) < math.inf):
+        raise UserError(
+            f"delay must be seconds >= 0 or a function of the messages giving them, not {delay!r}"
+        )
+    return cast(float, delay)
+
+
+def _words(text: str) -> list[str]:
+    words = text.split(" ")
+    return [w if k == len(words) - 1 else w + " " for k, w in enumerate(words)]
+
+
+async def _paced_response(response: ModelResponse, delay: float, stamp: bool) -> AsyncIterator[StreamEvent]:
+    """Text and reasoning a word at a time, ``delay`` seconds before each word; with ``stamp``
+    each word is sent as ``t<nanoseconds since the epoch>`` and the final message holds those."""
+    parts = list(response.message.parts)
+    for index, part in enumerate(parts):
+        if type(part) is Text or type(part) is Reasoning:
+            sent: list[str] = []
+            for word in _words(part.text) if part.text else []:
+                if delay:
+                    await asyncio.sleep(delay)
+                if stamp:
+                    word = f"t{time.time_ns()}" + (" " if word.endswith(" ") else "")
+                sent.append(word)
+                yield TextDelta(index, word) if type(part) is Text else ReasoningDelta(index, word)
+            parts[index] = replace(part, text="".join(sent))
+        elif type(part) is ToolCall:
+            yield ToolCallDelta(index, part.id, part.name, "")
+            yield ToolCallDelta(index, arguments=part.arguments)
+    if stamp:
+        response = ModelResponse(
+            replace(response.message, parts=tuple(parts)), response.stop_reason, response.usage
+        )
+    yield response
+
+
 class _Closable:
     """``aclose()`` and ``async with`` for models that hold nothing to release (the lifecycle the
     ``Model`` protocol documents; drivers close their clients there)."""
@@ -97,12 +140,31 @@ class FunctionModel(_Closable):
     ``ModelResponse``; ``fn`` may be sync or async. Calls without an id get one; the stop reason
     is ``"tool_calls"`` when the message has calls, else ``"stop"``; usage counts output words
     (input is not counted: that would walk the whole history on every step).
+
+    ``delay`` paces ``stream``: text and reasoning go a word at a time with ``delay`` seconds
+    before each word (a number, or a function of the messages for a pace per request; ``0``: word
+    deltas without pauses). ``stamp`` sends each streamed word as ``t<nanoseconds since the
+    epoch>`` taken when it is sent, and the final message holds the stamped words (latency
+    measured by whoever receives them). A function that needs time before its first word (a
+    model slow to start) awaits it itself.
     """
 
-    def __init__(self, fn: ModelFunction, *, name: str = "function", profile: Profile | None = None) -> None:
+    def __init__(
+        self,
+        fn: ModelFunction,
+        *,
+        name: str = "function",
+        profile: Profile | None = None,
+        delay: float | Callable[[Sequence[Message]], float] | None = None,
+        stamp: bool = False,
+    ) -> None:
         if not callable(fn):
             raise UserError("FunctionModel needs a function (messages, info) -> reply")
+        if delay is not None and not callable(delay):
+            _check_delay(delay)
         self.fn = fn
+        self.delay = delay
+        self.stamp = stamp
         self._name = name
         self._profile = profile or Profile(provider="function", family=name)
         self._ids = itertools.count(1)
@@ -170,9 +232,16 @@ class FunctionModel(_Closable):
         tools: Sequence[ToolDefinition] = (),
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """The same reply as ``generate``, as word-sized text deltas, then the final response."""
+        """The same reply as ``generate``, as word-sized text deltas, then the final response
+        (paced by ``delay``, stamped with ``stamp``)."""
         response = await self.generate(messages, instructions=instructions, tools=tools, settings=settings)
-        async for event in _stream_response(response):
+        delay = _check_delay(self.delay(messages)) if callable(self.delay) else self.delay
+        events = (
+            _stream_response(response)
+            if delay is None and not self.stamp
+            else _paced_response(response, delay or 0.0, self.stamp)
+        )
+        async for event in events:
             yield event
 
 

@@ -93,6 +93,10 @@ class Api:
     def __init__(self) -> None:
         self.operations: list[Operation] = []
 
+    def include(self, other: Api) -> None:
+        """Add ``other``'s operations (a routes module's own ``Api``), in their order."""
+        self.operations.extend(other.operations)
+
     def route(
         self,
         method: str,

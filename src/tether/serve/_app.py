@@ -32,6 +32,7 @@ from ._config import ServeConfig
 from ._errors import handle_exception, handle_http
 from ._guard import check_browser_boundary
 from ._loading import load_model, load_tools
+from ._mcp import McpEndpoint, mcp_toolsets
 from ._openapi import openapi_document
 from ._runs import Caller, RunManager
 from ._schemas import Me
@@ -138,6 +139,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
     """The service as an ASGI application (run it with uvicorn). ``model`` replaces the one
     ``config.model`` names (the command line loads it first, to fail before binding)."""
     state = ServeState(config)
+    mcp = McpEndpoint(state)  # /mcp: the caller's conversations over MCP
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:
@@ -148,7 +150,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
             agent = Agent(
                 chosen,
                 instructions=config.instructions,
-                tools=load_tools(config.tools),
+                tools=[*load_tools(config.tools), *mcp_toolsets(config)],
                 # a long conversation is compacted as in tether chat (recall with the tools)
                 compaction=default_compaction(chosen, recall=config.tools is not None)
                 if config.compaction
@@ -173,9 +175,11 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
             )
             await state.manager.open()
             try:
-                yield
+                async with mcp.running():
+                    yield
             finally:
                 await state.manager.close(drain=config.drain_timeout)
+                await agent.aclose()  # the --mcp connections
         finally:
             await events.close()
             await store.close()
@@ -197,6 +201,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
     routes += [
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
+        Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         Route("/", index, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]

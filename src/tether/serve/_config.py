@@ -24,6 +24,8 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``tether serve --model/--tools`` take them. ``auth=False`` is allowed on loopback binds only.
     The ``max_*`` limits bound untrusted history (``SanitizeLimits``); ``max_body_bytes`` bounds
     every request body; ``max_active_runs`` bounds a user's running or paused runs (429 past it).
+    ``mcp`` names MCP servers (commands or URLs, ``mcp_headers`` for the URLs) whose tools the
+    agent uses.
     """
 
     db: str | None = None
@@ -49,6 +51,8 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_open_streams: int = 32
     compaction: bool = True
     notify: str = "listen"
+    mcp: tuple[str, ...] = ()
+    mcp_headers: tuple[str, ...] = ()
     drain_timeout: float = 0.0
     """Seconds a stopping process lets its runs finish (new connections are refused meanwhile)."""
 

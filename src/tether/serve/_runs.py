@@ -37,6 +37,7 @@ from tether.agent import (
     RunStream,
     StoreRecorder,
     Tool,
+    Toolset,
 )
 from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
 from tether.messages import ToolCall, new_id
@@ -297,7 +298,7 @@ class RunManager:
         extra_tools: Sequence[Tool[Any]] = (),
     ) -> None:
         run_id = record.run_id
-        tools = [*self.agent.tools, *extra_tools] if extra_tools else None
+        tools = [*self.agent.tools, *self.agent.toolsets, *extra_tools] if extra_tools else None
         task = asyncio.create_task(
             self._drive(record, prompt, deferred, tools, context), name=f"tether-run-{run_id}"
         )
@@ -329,7 +330,7 @@ class RunManager:
         record: RunRecord,
         prompt: str | None,
         deferred: DeferredResults | None,
-        tools: list[Tool[Any]] | None = None,
+        tools: Sequence[Tool[Any] | Toolset] | None = None,
         context: Mapping[str, str] | None = None,
     ) -> None:
         """Run the agent inside the trace of the request that started the run (its W3C
@@ -343,7 +344,7 @@ class RunManager:
         record: RunRecord,
         prompt: str | None,
         deferred: DeferredResults | None,
-        tools: list[Tool[Any]] | None,
+        tools: Sequence[Tool[Any] | Toolset] | None,
         link: TraceLink,
     ) -> None:
         run_id, cid, owner = record.run_id, record.conversation_id, record.owner

@@ -7,58 +7,34 @@ import itertools
 import threading
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from msgspec.structs import replace
 
 from tether.messages import Message
+from tether.stores._base import BaseStore
 from tether.stores._common import (
     GUARD_PURGE_BATCH,
+    BatchFacts,
     batch_facts,
-    check_append,
-    check_call,
-    check_claim,
-    check_failed,
-    check_id,
-    check_ids,
-    check_load,
-    check_optional_count,
-    check_paging,
-    check_purge,
-    check_tool_call,
     check_version,
     deleted,
-    encode_batch,
     exists,
     fork_point,
-    id_or_new,
     load_offset,
     not_found,
     now,
-    purge_cutoff,
-    purge_with_hook,
     to_datetime,
     unknown_call,
 )
-from tether.stores._protocol import (
-    SCAN_BYTES,
-    SCAN_CONVERSATIONS,
-    ConversationInfo,
-    ExpireHook,
-    Loaded,
-    OnCorrupt,
-    SearchResults,
-    ToolEffect,
-)
+from tether.stores._protocol import ConversationInfo, Loaded, OnCorrupt, SearchResults, ToolEffect
 from tether.stores._records import (
     CompactionRecord,
     boundary_error,
-    check_record,
     dumps_record,
     duplicate_record,
     record_not_found,
 )
-from tether.stores._search import check_search, scan_search
+from tether.stores._search import scan_search
 
 __all__ = ["MemoryStore"]
 
@@ -87,13 +63,15 @@ class _Conversation:
     records: list[CompactionRecord] = field(default_factory=lambda: [])
 
 
-class MemoryStore:
+class MemoryStore(BaseStore):
     """An in-memory ``Store``. Messages are immutable, so they are kept as objects, never copied.
 
     Safe to share between tasks and threads of one process; nothing survives the process.
     ``clock`` returns seconds since the epoch (retention tests pass their own). It refuses what
     the durable stores refuse (a message the JSON contract cannot carry, a bad id), so code
-    tested against it behaves the same on them.
+    tested against it behaves the same on them. ``search`` scans the owner's conversations
+    (``search_messages``), most recently updated first, bounded by ``max_conversations`` (memory
+    holds no bytes to count).
     """
 
     def __init__(self, *, clock: Callable[[], float] = now) -> None:
@@ -112,7 +90,7 @@ class MemoryStore:
             raise not_found(conversation_id)
         return conversation
 
-    def _info(self, conversation_id: str, c: _Conversation) -> ConversationInfo:
+    def _describe(self, conversation_id: str, c: _Conversation) -> ConversationInfo:
         return ConversationInfo(
             conversation_id=conversation_id,
             version=len(c.messages),
@@ -123,36 +101,29 @@ class MemoryStore:
             forked_from=c.forked_from,
         )
 
-    async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
-        """See ``Store.create``."""
-        owner = check_id(owner, "owner")
-        cid = id_or_new(conversation_id, "conversation_id")
+    async def _create(self, owner: str, conversation_id: str, exist_ok: bool) -> str:
         with self._lock:
-            existing = self._data.get((owner, cid))
+            existing = self._data.get((owner, conversation_id))
             if existing is not None:
                 if exist_ok:
-                    return cid
-                raise exists(cid, len(existing.messages))
-            if exist_ok and (owner, cid) in self._deleted:
-                raise deleted(cid)
-            self._deleted.discard((owner, cid))
+                    return conversation_id
+                raise exists(conversation_id, len(existing.messages))
+            if exist_ok and (owner, conversation_id) in self._deleted:
+                raise deleted(conversation_id)
+            self._deleted.discard((owner, conversation_id))
             t = self._clock()
-            self._data[(owner, cid)] = _Conversation(next(self._pks), created_at=t, updated_at=t)
-        return cid
+            self._data[(owner, conversation_id)] = _Conversation(next(self._pks), created_at=t, updated_at=t)
+        return conversation_id
 
-    async def append(
+    async def _append(
         self,
         owner: str,
         conversation_id: str,
         messages: Sequence[Message],
-        *,
-        expected_version: int | None = None,
+        encoded: list[bytes],
+        facts: BatchFacts,
+        expected_version: int | None,
     ) -> int:
-        """See ``Store.append``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        check_append(messages, expected_version)
-        encode_batch(messages)  # the durable stores' check: the JSON contract can carry each message
-        facts = batch_facts(messages)
         with self._lock:
             c = self._get(owner, conversation_id)
             version = len(c.messages)
@@ -172,53 +143,27 @@ class MemoryStore:
                         effect.stored = True
             return len(c.messages)
 
-    async def load(
-        self,
-        owner: str,
-        conversation_id: str,
-        *,
-        tail: int | None = None,
-        since: int | None = None,
-        on_corrupt: OnCorrupt = "raise",
+    async def _load(
+        self, owner: str, conversation_id: str, tail: int | None, since: int | None, on_corrupt: OnCorrupt
     ) -> Loaded:
-        """See ``Store.load``. Memory never holds a corrupt row."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        check_load(tail, since, on_corrupt)
-        with self._lock:
+        with self._lock:  # memory never holds a corrupt row
             c = self._get(owner, conversation_id)
             version = len(c.messages)
             offset = load_offset(conversation_id, version, tail, since)
             return Loaded(conversation_id, tuple(c.messages[offset:]), version, offset)
 
-    async def conversations(
-        self, owner: str, *, limit: int | None = None, offset: int = 0
-    ) -> list[ConversationInfo]:
-        """See ``Store.conversations``."""
-        owner = check_id(owner, "owner")
-        limit, offset = check_paging(limit, offset)
+    async def _conversations(self, owner: str, limit: int | None, offset: int) -> list[ConversationInfo]:
         with self._lock:
             mine = [(cid, c) for (o, cid), c in self._data.items() if o == owner]
         mine.sort(key=lambda item: (item[1].updated_at, item[1].pk), reverse=True)
         end = None if limit is None else offset + limit
-        return [self._info(cid, c) for cid, c in mine[offset:end]]
+        return [self._describe(cid, c) for cid, c in mine[offset:end]]
 
-    async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
-        """See ``Store.info``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
+    async def _info(self, owner: str, conversation_id: str) -> ConversationInfo:
         with self._lock:
-            return self._info(conversation_id, self._get(owner, conversation_id))
+            return self._describe(conversation_id, self._get(owner, conversation_id))
 
-    async def fork(
-        self,
-        owner: str,
-        conversation_id: str,
-        at_version: int | None = None,
-        new_id: str | None = None,
-    ) -> str:
-        """See ``Store.fork``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        at_version = check_optional_count(at_version, "at_version")
-        target = id_or_new(new_id, "new_id")
+    async def _fork(self, owner: str, conversation_id: str, at_version: int | None, target: str) -> str:
         with self._lock:
             c = self._get(owner, conversation_id)
             at = fork_point(at_version, len(c.messages))
@@ -240,62 +185,49 @@ class MemoryStore:
             )
         return target
 
-    async def delete(self, owner: str, conversation_id: str) -> None:
-        """See ``Store.delete``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
+    async def _delete(self, owner: str, conversation_id: str) -> None:
         with self._lock:
             self._get(owner, conversation_id)
             del self._data[(owner, conversation_id)]
             self._deleted.add((owner, conversation_id))
 
-    async def purge(
-        self,
-        older_than: timedelta,
-        *,
-        owner: str | None = None,
-        on_expire: ExpireHook | None = None,
-    ) -> int:
-        """See ``Store.purge``."""
-        check_purge(older_than, owner, on_expire)
-        owner = None if owner is None else check_id(owner, "owner")
-        t = self._clock()
-        cutoff = purge_cutoff(t, older_than)
+    async def _expire_claims(self, t: float) -> None:
         with self._lock:
             self._purge_guards(t, None)
-            idle = [
-                key
-                for key, c in self._data.items()
-                if c.updated_at < cutoff and (owner is None or key[0] == owner)
-            ]
-            if on_expire is None:
-                for key in idle:
-                    del self._data[key]
-                    self._deleted.add(key)
-                return len(idle)
 
-        async def delete_if_unchanged(o: str, cid: str, version: int) -> bool:
-            with self._lock:
-                c = self._data.get((o, cid))
-                if c is None or len(c.messages) != version or c.updated_at >= cutoff:
-                    return False
-                del self._data[(o, cid)]
-                self._deleted.add((o, cid))
-                return True
+    def _idle_keys(self, cutoff: float, owner: str | None) -> list[tuple[str, str]]:
+        return [
+            key
+            for key, c in self._data.items()
+            if c.updated_at < cutoff and (owner is None or key[0] == owner)
+        ]
 
-        return await purge_with_hook(self, idle, on_expire, delete_if_unchanged)
+    async def _delete_idle(self, cutoff: float, owner: str | None) -> int:
+        with self._lock:
+            idle = self._idle_keys(cutoff, owner)
+            for key in idle:
+                del self._data[key]
+                self._deleted.add(key)
+            return len(idle)
 
-    async def record_tool_started(
-        self,
-        owner: str,
-        conversation_id: str,
-        run_id: str,
-        call_id: str,
-        tool_name: str,
-        arguments: str,
+    async def _idle(self, cutoff: float, owner: str | None) -> list[tuple[str, str]]:
+        with self._lock:
+            return self._idle_keys(cutoff, owner)
+
+    async def _delete_if_unchanged(
+        self, owner: str, conversation_id: str, version: int, cutoff: float
     ) -> bool:
-        """See ``Store.record_tool_started``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        run_id, call_id, tool_name, arguments = check_tool_call(run_id, call_id, tool_name, arguments)
+        with self._lock:
+            c = self._data.get((owner, conversation_id))
+            if c is None or len(c.messages) != version or c.updated_at >= cutoff:
+                return False
+            del self._data[(owner, conversation_id)]
+            self._deleted.add((owner, conversation_id))
+            return True
+
+    async def _record_tool_started(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, tool_name: str, arguments: str
+    ) -> bool:
         with self._lock:
             c = self._get(owner, conversation_id)
             key = (run_id, call_id)
@@ -305,13 +237,9 @@ class MemoryStore:
             c.effects[key] = _Effect(run_id, tool_name, arguments, self._clock())
             return True
 
-    async def record_tool_finished(
-        self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
+    async def _record_tool_finished(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, failed: bool
     ) -> None:
-        """See ``Store.record_tool_finished``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        run_id, call_id = check_call(run_id, call_id)
-        failed = check_failed(failed)
         with self._lock:
             c = self._get(owner, conversation_id)
             effect = c.effects.get((run_id, call_id))
@@ -320,9 +248,7 @@ class MemoryStore:
             effect.finished = True
             effect.failed = failed
 
-    async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
-        """See ``Store.pending_tool_effects``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
+    async def _pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         with self._lock:
             c = self._get(owner, conversation_id)
             pending = [(call_id, e) for (_, call_id), e in c.effects.items() if not e.stored]
@@ -340,9 +266,7 @@ class MemoryStore:
             for call_id, e in sorted(pending, key=lambda item: item[1].started_at)
         ]
 
-    async def claim_token(self, digest: str, expires_at: float) -> bool:
-        """See ``Store.claim_token``."""
-        digest, expires_at = check_claim(digest, expires_at)
+    async def _claim_token(self, digest: str, expires_at: float) -> bool:
         with self._lock:
             t = self._clock()
             self._purge_guards(t, GUARD_PURGE_BATCH)
@@ -364,10 +288,7 @@ class MemoryStore:
             done += 1
 
     # -- compaction records ---------------------------------------------------------------------
-    async def append_record(self, owner: str, record: CompactionRecord) -> None:
-        """See ``Store.append_record``."""
-        owner = check_id(owner, "owner")
-        record = check_record(record)
+    async def _append_record(self, owner: str, record: CompactionRecord) -> None:
         dumps_record(record)  # the durable stores' check: the JSON shape can carry it
         with self._lock:
             c = self._get(owner, record.conversation_id)
@@ -377,23 +298,16 @@ class MemoryStore:
                 raise duplicate_record(record)
             c.records.append(record)
 
-    async def latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
-        """See ``Store.latest_record``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
+    async def _latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
         with self._lock:
             records = self._get(owner, conversation_id).records
             return records[-1] if records else None
 
-    async def records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
-        """See ``Store.records``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
+    async def _records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
         with self._lock:
             return list(self._get(owner, conversation_id).records)
 
-    async def delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
-        """See ``Store.delete_record``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        record_id = check_id(record_id, "record_id")
+    async def _delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
         with self._lock:
             c = self._get(owner, conversation_id)
             kept = [r for r in c.records if r.id != record_id]
@@ -402,19 +316,9 @@ class MemoryStore:
             c.records = kept
 
     # -- search ------------------------------------------------------------------------------------
-    async def search(
-        self,
-        owner: str,
-        query: str,
-        *,
-        limit: int = 20,
-        max_conversations: int = SCAN_CONVERSATIONS,
-        max_bytes: int = SCAN_BYTES,
+    async def _search(
+        self, owner: str, query: str, terms: list[str], limit: int, max_conversations: int, max_bytes: int
     ) -> SearchResults:
-        """See ``Store.search``: a scan of the owner's conversations (``search_messages``), most
-        recently updated first, bounded by ``max_conversations`` (memory holds no bytes to count)."""
-        owner = check_id(owner, "owner")
-        check_search(query, limit, max_conversations, max_bytes)
         with self._lock:
             mine = [(cid, c) for (o, cid), c in self._data.items() if o == owner]
             mine.sort(key=lambda item: (item[1].updated_at, item[1].pk), reverse=True)

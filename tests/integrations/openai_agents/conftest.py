@@ -3,48 +3,21 @@ each test in its own schema), plain and encrypted at rest."""
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from agents import set_tracing_disabled
-from psycopg import sql
 
 from tether.stores import Keyring, MemoryStore, PostgresStore, SQLiteStore, Store
 
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 KEYRING = Keyring({"k1": b"k" * 32}, current="k1")
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_tracing() -> None:
     set_tracing_disabled(True)  # the SDK would try to export traces to OpenAI
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> str:
-    """The PostgreSQL DSN. In CI an unreachable server fails; elsewhere it skips with the reason."""
-    dsn = os.environ.get("TETHER_TEST_POSTGRES_DSN", DEFAULT_DSN)
-    try:
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL at {dsn} is required in CI and unreachable: {exc}")
-        pytest.skip(f"PostgreSQL at {dsn} is unreachable: {exc}")
-    return dsn
-
-
-@pytest.fixture
-def pg_schema(pg_dsn: str) -> Iterator[str]:
-    name = f"tether_test_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 BACKENDS = [

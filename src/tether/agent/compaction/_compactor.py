@@ -1,5 +1,6 @@
-"""Compaction in a run: the ``Compaction`` settings, the ``Compactor`` the run loop calls once per
-model request, and the ``recall`` tool (docs/adr/0010-compaction.md).
+"""The ``Compactor``: what the run loop calls once per model request (its settings are
+``_config``'s ``Compaction``, the summary request ``_summary``, the recall tool ``_recall``, the
+run-time driver ``_run``; docs/adr/0010-compaction.md).
 
 The compactor never rewrites the log. It keeps a state — the summary, the position it stands for,
 how far old content is elided — and derives from it the view each request sends. Checking costs

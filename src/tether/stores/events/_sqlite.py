@@ -26,7 +26,7 @@ from tether.stores.events._log import (
 from tether.stores.events._migrations import FAMILY, SQLITE
 from tether.stores.events._sql import SQLEventLog
 from tether.stores.events._users_sqlite import SQLiteUsers
-from tether.stores.sqlite._db import SQLiteThread, apply_migrations, write
+from tether.stores.sqlite._db import SQLiteThread, apply_migrations, enable_wal, write
 
 __all__ = ["SQLiteEventLog"]
 
@@ -194,7 +194,7 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        enable_wal(conn, busy_timeout)
         conn.execute("PRAGMA synchronous = NORMAL")
         write(conn, lambda c: apply_migrations(c, SQLITE, family=FAMILY))
     except BaseException:

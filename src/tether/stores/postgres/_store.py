@@ -1,91 +1,70 @@
 """``PostgresStore``: many stateless application servers sharing one PostgreSQL database.
 
-psycopg 3 (async) with a ``psycopg_pool`` connection pool. An append locks its conversation row
-(``SELECT ... FOR UPDATE``), so writers of one conversation queue while writers of different
-conversations proceed in parallel; each batch commits atomically. Migrations run once per pool
-under an advisory lock, each named and recorded in ``tether_migrations`` within its transaction.
+psycopg 3 (async) over ``PostgresPool`` (the pool, its migrations under an advisory lock, each
+named and recorded in ``tether_migrations`` within its transaction). An append locks its
+conversation row (``SELECT ... FOR UPDATE``), so writers of one conversation queue while writers
+of different conversations proceed in parallel; each batch commits atomically. The arguments are
+checked by ``BaseStore``; this module is the SQL.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import asynccontextmanager
-from datetime import timedelta
+from collections.abc import Callable, Sequence
 from typing import Any, Self
 
-from tether.errors import CorruptRecord, MissingExtra, StoreError, UserError
+from tether.errors import CorruptRecord, MissingExtra, UserError
 from tether.messages import Message
+from tether.stores._base import BaseStore
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
     DELETED,
     UNDELETE,
+    BatchFacts,
     batch_facts,
-    check_append,
     check_batch,
-    check_call,
-    check_claim,
-    check_failed,
     check_id,
-    check_ids,
-    check_load,
-    check_optional_count,
-    check_paging,
-    check_purge,
-    check_tool_call,
     check_version,
     deleted,
-    encode_batch,
     exists,
     fork_point,
-    id_or_new,
     idle_filter,
     load_offset,
     not_found,
     now,
-    purge_cutoff,
-    purge_with_hook,
     reencrypt_batches,
     unknown_call,
 )
 from tether.stores._crypto import Keyring
-from tether.stores._protocol import (
-    SCAN_BYTES,
-    SCAN_CONVERSATIONS,
-    ConversationInfo,
-    ExpireHook,
-    Loaded,
-    OnCorrupt,
-    SearchResults,
-    ToolEffect,
-)
-from tether.stores._records import CompactionRecord, check_record
+from tether.stores._protocol import ConversationInfo, Loaded, OnCorrupt, SearchResults, ToolEffect
+from tether.stores._records import CompactionRecord
 from tether.stores._rows import RowCodec
-from tether.stores._search import check_search, scan_store
+from tether.stores._search import scan_store
 
-try:
-    import psycopg
-    from psycopg import sql
-    from psycopg_pool import AsyncConnectionPool
+try:  # the PostgreSQL modules import psycopg and psycopg_pool
+    from tether.stores.postgres import _ledger as ledger
+    from tether.stores.postgres import _records as recs
+    from tether.stores.postgres._db import Conn, PostgresPool
+    from tether.stores.postgres._schema import migrate, reseal_or_mark
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("PostgresStore", "postgres", "psycopg[binary] psycopg-pool") from exc
 
-from tether.stores.postgres import _ledger as ledger
-from tether.stores.postgres import _records as recs
-from tether.stores.postgres._schema import migrate, reseal_or_mark
-
 __all__ = ["PostgresStore"]
 
-_Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 _OFF_LOOP_ROWS = 256  # decode bigger loads on a worker thread
 
 
-class PostgresStore:
+class PostgresStore(BaseStore):
     """A ``Store`` in PostgreSQL. ``dsn`` is a libpq connection string; ``schema`` (created if
     missing) holds the tables, else the server's default search path decides. ``keyring``,
     ``require_encryption`` and ``clock`` as for ``SQLiteStore``. The pool (``min_size``..
     ``max_size`` connections) opens on first use or ``async with``; ``StoreError`` if it cannot
-    connect within ``open_timeout`` seconds."""
+    connect within ``open_timeout`` seconds.
+
+    ``search`` is full-text search (``tsvector`` of the words between punctuation, GIN,
+    ``ts_rank_cd``) over the owner's plaintext messages, the index catching up first. With a
+    keyring no index is written: the owner's conversations are decrypted and scanned, bounded
+    (``max_conversations``, ``max_bytes``)."""
 
     def __init__(
         self,
@@ -106,68 +85,37 @@ class PostgresStore:
         self.schema = schema
         self._codec = RowCodec(keyring, require_encryption)
         self._clock = clock
-        self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
+        self._db = PostgresPool(
             dsn,
-            connection_class=psycopg.AsyncConnection[tuple[Any, ...]],
+            schema=schema,
+            label="PostgresStore",
+            migrate=self._migrate,
             min_size=min_size,
             max_size=max_size,
-            open=False,
-            kwargs={"autocommit": True},
-            configure=self._configure,
+            open_timeout=open_timeout,
         )
-        self._open_timeout = open_timeout
-        self._ready = False
-        self._closed = False
-        self._lock = asyncio.Lock()
 
     async def __aenter__(self) -> Self:
-        await self._open()
+        await self._db.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _configure(self, conn: _Conn) -> None:
-        if self.schema is not None:
-            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+    async def close(self) -> None:
+        """Close the pool. Idempotent."""
+        await self._db.close()
 
-    async def _open(self) -> AsyncConnectionPool[_Conn]:
-        if self._closed:
-            raise StoreError("PostgresStore is closed")
-        if not self._ready:
-            async with self._lock:
-                if not self._ready:
-                    try:
-                        await self._pool.open(wait=True, timeout=self._open_timeout)
-                        async with self._pool.connection() as conn:
-                            await migrate(conn, self.schema, self._codec)
-                    except psycopg.Error as exc:
-                        raise StoreError(f"PostgreSQL: {exc}") from exc
-                    self._ready = True
-        return self._pool
+    async def _migrate(self, conn: Conn) -> None:
+        await migrate(conn, self.schema, self._codec)
 
     async def _writable(self) -> None:
         """Refuse to write plaintext into a sealed database (its state is read on opening)."""
-        await self._open()
+        await self._db.open()
         self._codec.check_writable()
 
-    @asynccontextmanager
-    async def _tx(self, *, single: bool = False) -> AsyncGenerator[_Conn]:
-        """A pooled connection inside a transaction; ``single``: in autocommit, for one statement
-        that is atomic by itself (saves the BEGIN and COMMIT round trips)."""
-        pool = await self._open()
-        try:
-            async with pool.connection() as conn:
-                if single:
-                    yield conn
-                else:
-                    async with conn.transaction():
-                        yield conn
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL: {exc}") from exc
-
     @staticmethod
-    async def _row(conn: _Conn, owner: str, conversation_id: str, *, lock: bool = False) -> tuple[Any, ...]:
+    async def _row(conn: Conn, owner: str, conversation_id: str, *, lock: bool = False) -> tuple[Any, ...]:
         cursor = await conn.execute(
             f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = %s AND id = %s"
             + (" FOR SHARE" if lock else ""),
@@ -178,13 +126,11 @@ class PostgresStore:
             raise not_found(conversation_id)
         return row
 
-    # -- the Store protocol -------------------------------------------------------------------
-    async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
-        """See ``Store.create``."""
-        owner = check_id(owner, "owner")
-        cid = id_or_new(conversation_id, "conversation_id")
+    # -- conversations --------------------------------------------------------------------------
+    async def _create(self, owner: str, conversation_id: str, exist_ok: bool) -> str:
+        cid = conversation_id
         t = self._clock()
-        async with self._tx() as conn:
+        async with self._db.tx() as conn:
             cursor = await conn.execute(
                 "INSERT INTO tether_conversations (owner, id, created_at, updated_at) "
                 "VALUES (%s, %s, %s, %s) ON CONFLICT (owner, id) DO NOTHING RETURNING pk",
@@ -201,22 +147,18 @@ class PostgresStore:
                 await conn.execute(UNDELETE.replace("?", "%s"), (owner, cid))
         return cid
 
-    async def append(
+    async def _append(
         self,
         owner: str,
         conversation_id: str,
         messages: Sequence[Message],
-        *,
-        expected_version: int | None = None,
+        encoded: list[bytes],
+        facts: BatchFacts,
+        expected_version: int | None,
     ) -> int:
-        """See ``Store.append``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        check_append(messages, expected_version)
-        encoded = encode_batch(messages)
-        facts = batch_facts(messages)
         codec = self._codec
         await self._writable()
-        async with self._tx() as conn:
+        async with self._db.tx() as conn:
             cursor = await conn.execute(
                 "SELECT pk, version, preview IS NULL, open_effects FROM tether_conversations "
                 "WHERE owner = %s AND id = %s FOR UPDATE",
@@ -272,19 +214,10 @@ class PostgresStore:
                 )
             return new_version
 
-    async def load(
-        self,
-        owner: str,
-        conversation_id: str,
-        *,
-        tail: int | None = None,
-        since: int | None = None,
-        on_corrupt: OnCorrupt = "raise",
+    async def _load(
+        self, owner: str, conversation_id: str, tail: int | None, since: int | None, on_corrupt: OnCorrupt
     ) -> Loaded:
-        """See ``Store.load``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        check_load(tail, since, on_corrupt)
-        async with self._tx() as conn:
+        async with self._db.tx() as conn:
             # one snapshot for the version and the rows, even if the conversation is deleted meanwhile
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             cursor = await conn.execute(
@@ -314,13 +247,8 @@ class PostgresStore:
         messages, bad = await asyncio.to_thread(decode) if len(rows) > _OFF_LOOP_ROWS else decode()
         return Loaded(conversation_id, tuple(messages), version, offset, tuple(bad))
 
-    async def conversations(
-        self, owner: str, *, limit: int | None = None, offset: int = 0
-    ) -> list[ConversationInfo]:
-        """See ``Store.conversations``."""
-        owner = check_id(owner, "owner")
-        limit, offset = check_paging(limit, offset)
-        async with self._tx() as conn:
+    async def _conversations(self, owner: str, limit: int | None, offset: int) -> list[ConversationInfo]:
+        async with self._db.tx() as conn:
             cursor = await conn.execute(
                 f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = %s "
                 "ORDER BY updated_at DESC, pk DESC LIMIT %s OFFSET %s",
@@ -329,27 +257,15 @@ class PostgresStore:
             rows = await cursor.fetchall()
         return [self._codec.info(owner, r) for r in rows]
 
-    async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
-        """See ``Store.info``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        async with self._tx() as conn:
+    async def _info(self, owner: str, conversation_id: str) -> ConversationInfo:
+        async with self._db.tx() as conn:
             row = await self._row(conn, owner, conversation_id)
         return self._codec.info(owner, row)
 
-    async def fork(
-        self,
-        owner: str,
-        conversation_id: str,
-        at_version: int | None = None,
-        new_id: str | None = None,
-    ) -> str:
-        """See ``Store.fork``. Encrypted rows are re-sealed for the new conversation."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        at_version = check_optional_count(at_version, "at_version")
-        target = id_or_new(new_id, "new_id")
+    async def _fork(self, owner: str, conversation_id: str, at_version: int | None, target: str) -> str:
         codec = self._codec
         await self._writable()
-        async with self._tx() as conn:
+        async with self._db.tx() as conn:
             source = await self._row(conn, owner, conversation_id, lock=True)  # not deleted mid-copy
             pk, at = source[0], fork_point(at_version, source[2])
             cursor = await conn.execute(
@@ -384,147 +300,100 @@ class PostgresStore:
             await recs.copy_records(conn, codec, owner, (conversation_id, pk), (target, created[0]), at)
         return target
 
-    async def delete(self, owner: str, conversation_id: str) -> None:
-        """See ``Store.delete`` (messages, ledger entries, records and index rows go by
-        ``ON DELETE CASCADE``)."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        async with self._tx() as conn:
+    async def _delete(self, owner: str, conversation_id: str) -> None:
+        # messages, ledger entries, records and index rows go by ON DELETE CASCADE
+        async with self._db.tx() as conn:
             cursor = await conn.execute(
                 "DELETE FROM tether_conversations WHERE owner = %s AND id = %s", (owner, conversation_id)
             )
             if cursor.rowcount != 1:
                 raise not_found(conversation_id)
 
-    async def purge(
-        self,
-        older_than: timedelta,
-        *,
-        owner: str | None = None,
-        on_expire: ExpireHook | None = None,
-    ) -> int:
-        """See ``Store.purge`` and ``SQLiteStore.purge``."""
-        check_purge(older_than, owner, on_expire)
-        owner = None if owner is None else check_id(owner, "owner")
-        t = self._clock()
-        cutoff = purge_cutoff(t, older_than)
-        where, params = idle_filter(cutoff, owner, "%s")
-        async with self._tx() as conn:
+    async def _expire_claims(self, t: float) -> None:
+        async with self._db.tx() as conn:
             await ledger.purge_guards(conn, t)
-        if on_expire is None:
-            async with self._tx() as conn:
-                cursor = await conn.execute(f"DELETE FROM tether_conversations WHERE {where}", params)
-                return cursor.rowcount
-        async with self._tx() as conn:
+
+    async def _delete_idle(self, cutoff: float, owner: str | None) -> int:
+        where, params = idle_filter(cutoff, owner, "%s")
+        async with self._db.tx() as conn:
+            cursor = await conn.execute(f"DELETE FROM tether_conversations WHERE {where}", params)
+            return cursor.rowcount
+
+    async def _idle(self, cutoff: float, owner: str | None) -> list[tuple[str, str]]:
+        where, params = idle_filter(cutoff, owner, "%s")
+        async with self._db.tx() as conn:
             cursor = await conn.execute(f"SELECT owner, id FROM tether_conversations WHERE {where}", params)
-            idle = [(str(r[0]), str(r[1])) for r in await cursor.fetchall()]
+            return [(str(r[0]), str(r[1])) for r in await cursor.fetchall()]
 
-        async def delete_if_unchanged(o: str, cid: str, version: int) -> bool:
-            async with self._tx() as conn:
-                cursor = await conn.execute(
-                    "DELETE FROM tether_conversations WHERE owner = %s AND id = %s AND version = %s "
-                    "AND updated_at < %s",
-                    (o, cid, version, cutoff),
-                )
-                return cursor.rowcount == 1
-
-        return await purge_with_hook(self, idle, on_expire, delete_if_unchanged)
-
-    async def record_tool_started(
-        self,
-        owner: str,
-        conversation_id: str,
-        run_id: str,
-        call_id: str,
-        tool_name: str,
-        arguments: str,
+    async def _delete_if_unchanged(
+        self, owner: str, conversation_id: str, version: int, cutoff: float
     ) -> bool:
-        """See ``Store.record_tool_started``. Arguments are encrypted like messages."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        run_id, call_id, tool_name, arguments = check_tool_call(run_id, call_id, tool_name, arguments)
+        async with self._db.tx() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM tether_conversations WHERE owner = %s AND id = %s AND version = %s "
+                "AND updated_at < %s",
+                (owner, conversation_id, version, cutoff),
+            )
+            return cursor.rowcount == 1
+
+    # -- the tool-effect ledger and replay guard ------------------------------------------------
+    async def _record_tool_started(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, tool_name: str, arguments: str
+    ) -> bool:
         await self._writable()
         sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
-        async with self._tx() as conn:
+        async with self._db.tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
             return await ledger.start_call(conn, pk, run_id, call_id, tool_name, sealed, self._clock())
 
-    async def record_tool_finished(
-        self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
+    async def _record_tool_finished(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, failed: bool
     ) -> None:
-        """See ``Store.record_tool_finished``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        run_id, call_id = check_call(run_id, call_id)
-        failed = check_failed(failed)
-        async with self._tx() as conn:
+        async with self._db.tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
             if not await ledger.finish_call(conn, pk, run_id, call_id, failed, self._clock()):
                 raise unknown_call(call_id, run_id)
 
-    async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
-        """See ``Store.pending_tool_effects``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        async with self._tx() as conn:
+    async def _pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
+        async with self._db.tx() as conn:
             rows = await ledger.pending_rows(conn, (await self._row(conn, owner, conversation_id))[0])
         return self._codec.effects(owner, conversation_id, rows)
 
-    async def claim_token(self, digest: str, expires_at: float) -> bool:
-        """See ``Store.claim_token``. One statement: stores of every process on the same tables
-        agree on the single winner."""
-        digest, expires_at = check_claim(digest, expires_at)
-        async with self._tx(single=True) as conn:  # one statement: atomic on its own
+    async def _claim_token(self, digest: str, expires_at: float) -> bool:
+        # one statement, atomic on its own: stores of every process agree on the single winner
+        async with self._db.tx(single=True) as conn:
             return await ledger.claim(conn, digest, expires_at, self._clock())
 
-    # -- compaction records and search ---------------------------------------------------------------
-    async def append_record(self, owner: str, record: CompactionRecord) -> None:
-        """See ``Store.append_record``. Sealed like messages when the store has a keyring."""
-        owner = check_id(owner, "owner")
-        record = check_record(record)
+    # -- compaction records and search ------------------------------------------------------------
+    async def _append_record(self, owner: str, record: CompactionRecord) -> None:
         await self._writable()
-        async with self._tx() as conn:
+        async with self._db.tx() as conn:
             row = await self._row(conn, owner, record.conversation_id, lock=True)
             await recs.append_record(conn, self._codec, owner, record, row[0], row[2])
 
-    async def latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
-        """See ``Store.latest_record``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        async with self._tx() as conn:
+    async def _latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
+        async with self._db.tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
             return await recs.latest_record(conn, self._codec, owner, conversation_id, pk)
 
-    async def records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
-        """See ``Store.records``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        async with self._tx() as conn:
+    async def _records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
+        async with self._db.tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
             return await recs.records(conn, self._codec, owner, conversation_id, pk)
 
-    async def delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
-        """See ``Store.delete_record``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        record_id = check_id(record_id, "record_id")
-        async with self._tx() as conn:
+    async def _delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
+        async with self._db.tx() as conn:
             pk = (await self._row(conn, owner, conversation_id))[0]
             await recs.delete_record(conn, conversation_id, pk, record_id)
 
-    async def search(
-        self,
-        owner: str,
-        query: str,
-        *,
-        limit: int = 20,
-        max_conversations: int = SCAN_CONVERSATIONS,
-        max_bytes: int = SCAN_BYTES,
+    async def _search(
+        self, owner: str, query: str, terms: list[str], limit: int, max_conversations: int, max_bytes: int
     ) -> SearchResults:
-        """See ``Store.search``: full-text search (``tsvector`` of the words between punctuation,
-        GIN, ``ts_rank_cd``) over the owner's plaintext messages, the index catching up first. With a
-        keyring no index is written: the owner's conversations are decrypted and scanned, bounded
-        (``max_conversations``, ``max_bytes``)."""
-        owner = check_id(owner, "owner")
-        terms, limit, max_conversations, max_bytes = check_search(query, limit, max_conversations, max_bytes)
         if self._codec.keyring is not None:
             return await scan_store(
                 self, owner, query, limit=limit, max_conversations=max_conversations, max_bytes=max_bytes
             )
-        async with self._tx() as conn:
+        async with self._db.tx() as conn:
             hits, count = await recs.fts_search(conn, owner, terms, limit)
         return SearchResults(tuple(hits), "postgres", count)
 
@@ -536,21 +405,15 @@ class PostgresStore:
         codec = self._codec
 
         async def one_batch(current: str) -> int:
-            async with self._tx() as conn:
+            async with self._db.tx() as conn:
                 return await reseal_or_mark(conn, codec, current, size)
 
         total = await reencrypt_batches(codec.current, one_batch)
         codec.settle(True)
         return total
 
-    async def close(self) -> None:
-        """Close the pool. Idempotent."""
-        if not self._closed:
-            self._closed = True
-            await self._pool.close()
 
-
-async def _refuse_deleted(conn: _Conn, owner: str, cid: str) -> None:
+async def _refuse_deleted(conn: Conn, owner: str, cid: str) -> None:
     """``deleted`` when ``(owner, cid)`` was a deleted conversation. Checked after the insert, in
     its transaction: an insert that waited on the row of a delete committing meanwhile sees the
     delete's record here (a statement's snapshot starts after that wait), and rolls back."""

@@ -10,6 +10,7 @@ Every call runs on the thread (the event loop never blocks on SQLite). A write t
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -17,11 +18,30 @@ from tether.errors import StoreError, TetherError
 from tether.stores._common import now, pending_migrations
 from tether.stores.sqlite._worker import Worker
 
-__all__ = ["SQLiteThread", "Tx", "apply_migrations", "read", "write"]
+__all__ = ["SQLiteThread", "Tx", "apply_migrations", "enable_wal", "read", "write"]
 
 R = TypeVar("R")
 Tx = Callable[[sqlite3.Connection], R]
 """A transaction's body: what it does with the connection, run on the database's thread."""
+
+
+def enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
+    """Switch ``conn``'s database to WAL and return the journal mode SQLite reports. Changing the
+    journal mode needs the database to itself, and SQLite answers "database is locked" at once
+    instead of calling the busy handler while another connection opens the same new file: retry
+    until ``busy_timeout`` seconds have passed, as every other statement waits."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.002
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 def write(conn: sqlite3.Connection, fn: Tx[R]) -> R:

@@ -8,6 +8,7 @@ from tether.errors import StoreError
 from tether.stores._common import now, pending_migrations
 from tether.stores._migrations import SQLITE
 from tether.stores._rows import ENCRYPTION_FLAG, SEALED, RowCodec
+from tether.stores.sqlite._db import enable_wal
 
 __all__ = ["connect", "mark_sealed"]
 
@@ -22,8 +23,8 @@ def connect(
     conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
+        mode = enable_wal(conn, busy_timeout)
+        if mode.lower() != "wal":
             raise StoreError(f"SQLite {path!r} cannot use WAL (journal mode {mode})")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute(f"PRAGMA mmap_size = {mmap_size}")  # reads skip a copy and a syscall

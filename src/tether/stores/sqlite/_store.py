@@ -1,69 +1,57 @@
 """``SQLiteStore``: the default store — one file, WAL, safe for several processes on one machine.
 
-Every call runs on one dedicated thread per store (the event loop never blocks on SQLite). Writes
-take ``BEGIN IMMEDIATE`` so concurrent writers — threads or processes — queue on the database
-lock (``busy_timeout``) instead of failing half way; each batch commits atomically or not at all.
+Every call runs on one dedicated thread per store (``SQLiteThread``: the event loop never blocks on
+SQLite). Writes take ``BEGIN IMMEDIATE`` so concurrent writers — threads or processes — queue on the
+database lock (``busy_timeout``) instead of failing half way; each batch commits atomically or not
+at all. The arguments are checked by ``BaseStore``; this module is the SQL.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import Sequence
-from datetime import timedelta
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Self, cast
 
-from tether.errors import CorruptRecord, StoreError, TetherError
+from tether.errors import CorruptRecord, StoreError, TetherError, UserError
 from tether.messages import Message
+from tether.stores._base import BaseStore
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
     DELETED,
     UNDELETE,
+    BatchFacts,
     batch_facts,
-    check_append,
     check_batch,
-    check_call,
-    check_claim,
-    check_failed,
-    check_id,
-    check_ids,
-    check_load,
-    check_optional_count,
-    check_paging,
-    check_purge,
-    check_tool_call,
     conflict,
     deleted,
-    encode_batch,
     exists,
     fork_point,
-    id_or_new,
     idle_filter,
     load_offset,
     not_found,
-    purge_cutoff,
-    purge_with_hook,
+    now,
     reencrypt_batches,
     unknown_call,
 )
-from tether.stores._protocol import (
-    ConversationInfo,
-    ExpireHook,
-    Loaded,
-    OnCorrupt,
-    ToolEffect,
-)
+from tether.stores._crypto import Keyring
+from tether.stores._protocol import ConversationInfo, Loaded, OnCorrupt, SearchResults, ToolEffect
+from tether.stores._records import CompactionRecord
 from tether.stores._rows import RowCodec
+from tether.stores._search import Listed, scan_store
 from tether.stores.sqlite import _ledger as ledger
 from tether.stores.sqlite import _records as recs
+from tether.stores.sqlite._db import SQLiteThread
 from tether.stores.sqlite._rotate import reseal_or_mark
-from tether.stores.sqlite._search import SQLiteSearch
+from tether.stores.sqlite._schema import connect
 
 __all__ = ["SQLiteStore"]
 
 _SPAN = 1 << 32  # message row id = conversation pk * _SPAN + seq (see _migrations)
+_Row = tuple[Any, ...]
 
 
-class SQLiteStore(SQLiteSearch):
+class SQLiteStore(BaseStore):
     """A ``Store`` in one SQLite file (created with its schema on first use).
 
     ``keyring`` turns on encryption at rest for new rows (see ``Keyring``; ``reencrypt`` rotates).
@@ -74,13 +62,76 @@ class SQLiteStore(SQLiteSearch):
     never loses a committed batch, a power cut may lose the last ones) or ``"FULL"``.
     ``mmap_size`` is how many bytes of the file SQLite reads through a memory map (0: none).
     ``clock`` returns seconds since the epoch.
+
+    ``search`` uses FTS5 (BM25, snippets) over the owner's plaintext messages, the index catching
+    up first. With a keyring no index is written: the owner's conversations are decrypted and
+    scanned, bounded (``max_conversations``, ``max_bytes``). A SQLite built without FTS5 scans
+    too, and the result says so.
     """
 
-    # -- the Store protocol -------------------------------------------------------------------
-    async def create(self, owner: str, conversation_id: str | None = None, *, exist_ok: bool = False) -> str:
-        """See ``Store.create``."""
-        owner = check_id(owner, "owner")
-        cid = id_or_new(conversation_id, "conversation_id")
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        keyring: Keyring | None = None,
+        require_encryption: bool | None = None,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        mmap_size: int = 256 * 1024 * 1024,
+        clock: Callable[[], float] = now,
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise UserError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        if type(busy_timeout) not in (int, float) or not 0 <= busy_timeout <= 86_400:
+            raise UserError(f"busy_timeout must be seconds from 0 to 86400, not {busy_timeout!r}")
+        if not callable(clock):
+            raise UserError("clock must be a function returning seconds since the epoch")
+        try:
+            self.path = os.fspath(path)
+        except TypeError:
+            raise UserError(f"path must be a file path, not a {type(path).__name__}") from None
+        if "\x00" in str(self.path):
+            raise UserError("path must not contain a NUL character")
+        self._codec = RowCodec(keyring, require_encryption)
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        if type(mmap_size) is not int or mmap_size < 0:
+            raise UserError(f"mmap_size must be an int >= 0, not {mmap_size!r}")
+        self._mmap_size = mmap_size
+        self._clock = clock
+        self._fts = False
+        self._db = SQLiteThread(self.path, self._connect, name="tether-sqlite", label="SQLiteStore")
+
+    async def __aenter__(self) -> Self:
+        await self._db.open()  # connects (and migrates) now
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection and its thread. Idempotent."""
+        await self._db.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        """The connection, migrated, on the store's thread (``SQLiteThread`` calls it once)."""
+        conn = connect(self.path, self._busy_timeout, self._synchronous, self._mmap_size, self._codec)
+        self._fts = recs.create_index(conn)
+        return conn
+
+    @staticmethod
+    def _row(conn: sqlite3.Connection, owner: str, conversation_id: str) -> _Row:
+        row = conn.execute(
+            f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? AND id = ?",
+            (owner, conversation_id),
+        ).fetchone()
+        if row is None:
+            raise not_found(conversation_id)
+        return row
+
+    # -- conversations --------------------------------------------------------------------------
+    async def _create(self, owner: str, conversation_id: str, exist_ok: bool) -> str:
+        cid = conversation_id
 
         def tx(conn: sqlite3.Connection) -> str:
             row = conn.execute(
@@ -103,19 +154,15 @@ class SQLiteStore(SQLiteSearch):
 
         return await self._db.write(tx)
 
-    async def append(
+    async def _append(
         self,
         owner: str,
         conversation_id: str,
         messages: Sequence[Message],
-        *,
-        expected_version: int | None = None,
+        encoded: list[bytes],
+        facts: BatchFacts,
+        expected_version: int | None,
     ) -> int:
-        """See ``Store.append``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        check_append(messages, expected_version)
-        encoded = encode_batch(messages)
-        facts = batch_facts(messages)
         codec = self._codec
         n = len(encoded)
         clock = self._clock
@@ -169,19 +216,9 @@ class SQLiteStore(SQLiteSearch):
 
         return await self._db.write(tx)
 
-    async def load(
-        self,
-        owner: str,
-        conversation_id: str,
-        *,
-        tail: int | None = None,
-        since: int | None = None,
-        on_corrupt: OnCorrupt = "raise",
+    async def _load(
+        self, owner: str, conversation_id: str, tail: int | None, since: int | None, on_corrupt: OnCorrupt
     ) -> Loaded:
-        """See ``Store.load``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        check_load(tail, since, on_corrupt)
-
         def read(conn: sqlite3.Connection) -> Loaded:
             row = conn.execute(
                 "SELECT pk, version FROM tether_conversations WHERE owner = ? AND id = ?",
@@ -214,13 +251,7 @@ class SQLiteStore(SQLiteSearch):
 
         return await self._db.read(read)
 
-    async def conversations(
-        self, owner: str, *, limit: int | None = None, offset: int = 0
-    ) -> list[ConversationInfo]:
-        """See ``Store.conversations``."""
-        owner = check_id(owner, "owner")
-        limit, offset = check_paging(limit, offset)
-
+    async def _conversations(self, owner: str, limit: int | None, offset: int) -> list[ConversationInfo]:
         def read(conn: sqlite3.Connection) -> list[ConversationInfo]:
             rows = conn.execute(
                 f"SELECT {CONVERSATION_COLUMNS} FROM tether_conversations WHERE owner = ? "
@@ -231,24 +262,12 @@ class SQLiteStore(SQLiteSearch):
 
         return await self._db.read(read)
 
-    async def info(self, owner: str, conversation_id: str) -> ConversationInfo:
-        """See ``Store.info``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
+    async def _info(self, owner: str, conversation_id: str) -> ConversationInfo:
         return await self._db.read(
             lambda conn: self._codec.info(owner, self._row(conn, owner, conversation_id))
         )
 
-    async def fork(
-        self,
-        owner: str,
-        conversation_id: str,
-        at_version: int | None = None,
-        new_id: str | None = None,
-    ) -> str:
-        """See ``Store.fork``. Encrypted rows are re-sealed for the new conversation."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        at_version = check_optional_count(at_version, "at_version")
-        target = id_or_new(new_id, "new_id")
+    async def _fork(self, owner: str, conversation_id: str, at_version: int | None, target: str) -> str:
         codec = self._codec
 
         def tx(conn: sqlite3.Connection) -> str:
@@ -284,77 +303,50 @@ class SQLiteStore(SQLiteSearch):
 
         return await self._db.write(tx)
 
-    async def delete(self, owner: str, conversation_id: str) -> None:
-        """See ``Store.delete``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-
+    async def _delete(self, owner: str, conversation_id: str) -> None:
         def tx(conn: sqlite3.Connection) -> None:
             _delete(conn, self._row(conn, owner, conversation_id)[0], self._fts)
 
         await self._db.write(tx)
 
-    async def purge(
-        self,
-        older_than: timedelta,
-        *,
-        owner: str | None = None,
-        on_expire: ExpireHook | None = None,
-    ) -> int:
-        """See ``Store.purge``. Without a hook every idle conversation goes in one transaction;
-        with one, each is deleted after its hook returns True, unless it was appended to meanwhile."""
-        check_purge(older_than, owner, on_expire)
-        owner = None if owner is None else check_id(owner, "owner")
-        t = self._clock()
-        cutoff = purge_cutoff(t, older_than)
-        where, params = idle_filter(cutoff, owner, "?")
+    async def _expire_claims(self, t: float) -> None:
         await self._db.write(lambda conn: ledger.purge_guards(conn, t))
 
-        if on_expire is None:
+    async def _delete_idle(self, cutoff: float, owner: str | None) -> int:
+        where, params = idle_filter(cutoff, owner, "?")
 
-            def purge_all(conn: sqlite3.Connection) -> int:
-                pks = [
-                    r[0] for r in conn.execute(f"SELECT pk FROM tether_conversations WHERE {where}", params)
-                ]
-                for pk in pks:
-                    _delete(conn, pk, self._fts)
-                return len(pks)
+        def tx(conn: sqlite3.Connection) -> int:
+            pks = [r[0] for r in conn.execute(f"SELECT pk FROM tether_conversations WHERE {where}", params)]
+            for pk in pks:
+                _delete(conn, pk, self._fts)
+            return len(pks)
 
-            return await self._db.write(purge_all)
+        return await self._db.write(tx)
 
-        idle: list[tuple[str, str]] = await self._db.read(
-            lambda conn: [
-                (r[0], r[1])
-                for r in conn.execute(f"SELECT owner, id FROM tether_conversations WHERE {where}", params)
-            ],
-        )
+    async def _idle(self, cutoff: float, owner: str | None) -> list[tuple[str, str]]:
+        where, params = idle_filter(cutoff, owner, "?")
+        rows = await self._db.all(f"SELECT owner, id FROM tether_conversations WHERE {where}", params)
+        return [(r[0], r[1]) for r in rows]
 
-        async def delete_if_unchanged(o: str, cid: str, version: int) -> bool:
-            def tx(conn: sqlite3.Connection) -> bool:
-                row = conn.execute(
-                    "SELECT pk FROM tether_conversations "
-                    "WHERE owner = ? AND id = ? AND version = ? AND updated_at < ?",
-                    (o, cid, version, cutoff),
-                ).fetchone()
-                if row is not None:
-                    _delete(conn, row[0], self._fts)
-                return row is not None
-
-            return await self._db.write(tx)
-
-        return await purge_with_hook(self, idle, on_expire, delete_if_unchanged)
-
-    async def record_tool_started(
-        self,
-        owner: str,
-        conversation_id: str,
-        run_id: str,
-        call_id: str,
-        tool_name: str,
-        arguments: str,
+    async def _delete_if_unchanged(
+        self, owner: str, conversation_id: str, version: int, cutoff: float
     ) -> bool:
-        """See ``Store.record_tool_started``. Arguments are encrypted like messages."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        run_id, call_id, tool_name, arguments = check_tool_call(run_id, call_id, tool_name, arguments)
+        def tx(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT pk FROM tether_conversations "
+                "WHERE owner = ? AND id = ? AND version = ? AND updated_at < ?",
+                (owner, conversation_id, version, cutoff),
+            ).fetchone()
+            if row is not None:
+                _delete(conn, row[0], self._fts)
+            return row is not None
+
+        return await self._db.write(tx)
+
+    # -- the tool-effect ledger and replay guard ------------------------------------------------
+    async def _record_tool_started(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, tool_name: str, arguments: str
+    ) -> bool:
         sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
 
         def tx(conn: sqlite3.Connection) -> bool:
@@ -364,14 +356,9 @@ class SQLiteStore(SQLiteSearch):
 
         return await self._db.write(tx)
 
-    async def record_tool_finished(
-        self, owner: str, conversation_id: str, run_id: str, call_id: str, *, failed: bool = False
+    async def _record_tool_finished(
+        self, owner: str, conversation_id: str, run_id: str, call_id: str, failed: bool
     ) -> None:
-        """See ``Store.record_tool_finished``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
-        run_id, call_id = check_call(run_id, call_id)
-        failed = check_failed(failed)
-
         def tx(conn: sqlite3.Connection) -> None:
             pk = self._row(conn, owner, conversation_id)[0]
             if not ledger.finish_call(conn, pk, run_id, call_id, failed, self._clock()):
@@ -379,9 +366,7 @@ class SQLiteStore(SQLiteSearch):
 
         await self._db.write(tx)
 
-    async def pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
-        """See ``Store.pending_tool_effects``."""
-        owner, conversation_id = check_ids(owner, conversation_id)
+    async def _pending_tool_effects(self, owner: str, conversation_id: str) -> list[ToolEffect]:
         codec = self._codec
 
         def read(conn: sqlite3.Connection) -> list[ToolEffect]:
@@ -390,11 +375,62 @@ class SQLiteStore(SQLiteSearch):
 
         return await self._db.read(read)
 
-    async def claim_token(self, digest: str, expires_at: float) -> bool:
-        """See ``Store.claim_token``. One ``BEGIN IMMEDIATE`` transaction: claims of every process
-        on the file queue on the database lock."""
-        digest, expires_at = check_claim(digest, expires_at)
+    async def _claim_token(self, digest: str, expires_at: float) -> bool:
+        # one BEGIN IMMEDIATE transaction: claims of every process on the file queue on the lock
         return await self._db.write(lambda conn: ledger.claim(conn, digest, expires_at, self._clock()))
+
+    # -- compaction records and search ------------------------------------------------------------
+    async def _append_record(self, owner: str, record: CompactionRecord) -> None:
+        codec = self._codec
+
+        def tx(conn: sqlite3.Connection) -> None:
+            codec.check_writable()
+            row = self._row(conn, owner, record.conversation_id)
+            recs.append_record(conn, codec, owner, record, row[0], row[2])
+
+        await self._db.write(tx)
+
+    async def _latest_record(self, owner: str, conversation_id: str) -> CompactionRecord | None:
+        def read(conn: sqlite3.Connection) -> CompactionRecord | None:
+            pk = self._row(conn, owner, conversation_id)[0]
+            return recs.latest_record(conn, self._codec, owner, conversation_id, pk)
+
+        return await self._db.read(read)
+
+    async def _records(self, owner: str, conversation_id: str) -> list[CompactionRecord]:
+        def read(conn: sqlite3.Connection) -> list[CompactionRecord]:
+            pk = self._row(conn, owner, conversation_id)[0]
+            return recs.records(conn, self._codec, owner, conversation_id, pk)
+
+        return await self._db.read(read)
+
+    async def _delete_record(self, owner: str, conversation_id: str, record_id: str) -> None:
+        def tx(conn: sqlite3.Connection) -> None:
+            recs.delete_record(conn, conversation_id, self._row(conn, owner, conversation_id)[0], record_id)
+
+        await self._db.write(tx)
+
+    async def _search(
+        self, owner: str, query: str, terms: list[str], limit: int, max_conversations: int, max_bytes: int
+    ) -> SearchResults:
+        await self._db.open()  # connected: the FTS5 and keyring facts are known
+        if self._codec.keyring is None and self._fts:
+            hits, count = await self._db.write(lambda conn: recs.fts_search(conn, owner, terms, limit))
+            return SearchResults(tuple(hits), "fts5", count)
+        listed = cast(Listed, self)  # a SQLiteStore, which lists and loads
+        found = await scan_store(
+            listed, owner, query, limit=limit, max_conversations=max_conversations, max_bytes=max_bytes
+        )
+        if self._codec.keyring is None:  # no FTS5 in this SQLite
+            note = "this SQLite has no FTS5: the messages were scanned"
+            return SearchResults(
+                found.hits,
+                "scan",
+                found.conversations,
+                found.complete,
+                f"{found.note}; {note}" if found.note else note,
+            )
+        return found
 
     # -- maintenance --------------------------------------------------------------------------
     async def reencrypt(self, *, batch: int = 500) -> int:
