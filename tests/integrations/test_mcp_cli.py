@@ -67,7 +67,7 @@ def test_chat_asks_before_a_destructive_tool(tmp_path: Path, monkeypatch: pytest
         asked.append(question)
         return True
 
-    monkeypatch.setattr("tether.cli._chat._ask", yes)
+    monkeypatch.setattr("tether.cli._chat.ask_in_terminal", yes)
     approved = invoke(
         "chat", "-m", "mcpcall:delete_file", "--db", str(tmp_path / "b.db"), "--mcp", server(counts), "go"
     )

@@ -23,11 +23,11 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.prompt import Confirm
 
-from tether.agent import Agent, Approve, Deferred, DeferredResults, Deny, StoreRecorder
+from tether.agent import Agent, DeferredResults, StoreRecorder
 from tether.agent.compaction import default_compaction
 from tether.agent.demo_tools import DEMO_TOOLS
+from tether.cli._approve import ask_in_terminal, decide
 from tether.cli._common import fail, out_console
 from tether.cli._compaction import render_with_records
 from tether.cli._formats import export_messages
@@ -35,7 +35,6 @@ from tether.cli._history import build_processor
 from tether.cli._logging import configure_logging
 from tether.cli._mcp_tools import McpHeaderOpt, McpOpt, mcp_toolsets
 from tether.cli._model import resolve_model
-from tether.cli._render import preview
 from tether.cli._store import (
     DEFAULT_OWNER,
     DbOpt,
@@ -100,7 +99,7 @@ class ChatSession:
         self.db_label = db_label
         self.last_run_id: str | None = None
         self.turns = 0
-        self.approve: Callable[[str], bool] = _ask
+        self.approve: Callable[[str], bool] = ask_in_terminal
         """Asks whether a paused tool call may run (no terminal to ask: the call is denied)."""
 
     # -- turns -----------------------------------------------------------------------------------
@@ -110,19 +109,8 @@ class ChatSession:
         ``None``: continue the stored conversation (an interrupted turn)."""
         outcome = await self._turn(prompt, None)
         while outcome.deferred is not None and outcome.deferred.approvals and outcome.error is None:
-            outcome = await self._turn(None, self._decide(outcome.deferred))
+            outcome = await self._turn(None, decide(outcome.deferred, self.approve))
         return outcome
-
-    def _decide(self, pending: Deferred) -> DeferredResults:
-        decisions: dict[str, Approve | Deny] = {}
-        for call in pending.approvals:
-            asked = f"run [bold]{escape(call.call.name)}[/]({escape(preview(call.call.arguments, 200))})?"
-            approve = self.approve(asked)
-            cid = call.call.id or ""
-            decisions[cid] = (
-                Approve(call.token) if approve else Deny("the user did not approve it", call.token)
-            )
-        return DeferredResults(approvals=decisions)
 
     async def _turn(self, prompt: str | None, deferred: DeferredResults | None) -> TurnOutcome:
         recorder = StoreRecorder(
@@ -410,13 +398,6 @@ async def _open_session(
         db_label=str(db) if db is not None else str(default_db_path()),
     )
     return session, state
-
-
-def _ask(question: str) -> bool:
-    if not sys.stdin.isatty():
-        out_console().print(f"{question} [dim](no terminal to ask: denied)[/]")
-        return False
-    return Confirm.ask(question, default=False, console=out_console())
 
 
 def _chat(
