@@ -4,16 +4,19 @@ processor, the check that a prompt-less run can resume, and one distinct id per 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from msgspec.structs import replace
 
-from tether.errors import HistoryError, RunError, UserError
+from tether.errors import ApprovalError, HistoryError, RunError, UserError
 from tether.messages import Document, Image, Message, Part, Text, ToolCall
 
-from ._config import Prompt
+from ._approvals import DeferredResults
+from ._config import Prompt, RunConfig
 from ._context import RunContext
+from ._decisions import Resolution, resolve_decisions
 
 __all__ = [
     "apply_processor",
@@ -21,6 +24,7 @@ __all__ = [
     "distinct_calls",
     "donor_conversation_id",
     "interrupted_turn",
+    "take_pending",
     "user_message",
 ]
 
@@ -109,6 +113,38 @@ def interrupted_turn(history: Sequence[Message], tools: Mapping[str, Any]) -> Me
         if tool is not None and (tool.requires_approval or tool.external):
             return None
     return last
+
+
+def take_pending(
+    history: Sequence[Message],
+    deferred: DeferredResults | None,
+    promptless: bool,
+    stored: bool,
+    cfg: RunConfig,
+    conversation_id: str,
+) -> tuple[Sequence[Message], Message | None, Resolution | None]:
+    """The history without the assistant turn a run continues, that turn, and how its calls are
+    resolved: the turn ``deferred`` answers (decisions checked against it), or, for a prompt-less
+    run on a ``stored`` conversation, a turn stored before its tools ran (ADR 0015: its calls
+    run). A prompt-less run with neither must be resumable (``check_resumable``)."""
+    if deferred is not None:
+        last = history[-1] if history else None
+        if type(last) is not Message or last.role != "assistant" or not last.tool_calls:
+            raise ApprovalError(
+                "deferred results need the history to end with the assistant turn that "
+                "requested the pending calls",
+                stage="approval",
+            )
+        resolution = resolve_decisions(last, deferred, cfg.tools, cfg.secret, conversation_id, time.time())
+        return history[:-1], last, resolution
+    if not promptless:
+        return history, None, None
+    # a client-held history has no ledger to trust: only a stored turn is continued this way
+    turn = interrupted_turn(history, cfg.tools) if stored else None
+    if turn is None:
+        check_resumable(history)
+        return history, None, None
+    return history[:-1], turn, Resolution({}, None)
 
 
 def distinct_calls(message: Message, run_id: str, step: int) -> Message:

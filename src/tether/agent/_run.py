@@ -42,14 +42,14 @@ from ._accept import DeltaText, accept_response, valid_text
 from ._approvals import Deferred, PendingCall, TokenClaims, mint_token, turn_digest
 from ._config import Prompt, RunConfig, RunOptions
 from ._context import MessagesView, RunContext
-from ._decisions import Resolution, resolve_decisions
+from ._decisions import Resolution
 from ._output import OUTPUT_TOOL
 from ._prepare import (
     apply_processor,
     check_resumable,
     distinct_calls,
     donor_conversation_id,
-    interrupted_turn,
+    take_pending,
     user_message,
 )
 from ._recorder import CompactedLog, RunRecorder, settle
@@ -367,29 +367,17 @@ class Run:
             if self.trace is not None:
                 self.trace.history_processed(cfg.history_processor, given, len(history))
         self.stage = "validate"
-        pending_turn: Message | None = None
         if self.deferred_in is not None:
-            last = history[-1] if history else None
-            if type(last) is not Message or last.role != "assistant" or not last.tool_calls:
-                raise ApprovalError(
-                    "deferred results need the history to end with the assistant turn that "
-                    "requested the pending calls",
-                    stage="approval",
-                )
-            pending_turn = last
-            history = history[:-1]
             self.stage = "approval"
-            self._resolution = resolve_decisions(
-                last, self.deferred_in, cfg.tools, cfg.secret, state.conversation_id, time.time()
-            )
-        elif self.prompt is None:
-            # a stored turn whose tools never ran; a client-held history has no ledger to trust
-            pending_turn = interrupted_turn(history, cfg.tools) if self.recorder is not None else None
-            if pending_turn is None:
-                check_resumable(history)
-            else:  # a turn stored before its tools ran (ADR 0015): continuing runs its calls
-                history = history[:-1]
-                self._resolution = Resolution({}, None)
+        history, pending_turn, resolution = take_pending(
+            history,
+            self.deferred_in,
+            self.prompt is None,
+            self.recorder is not None,
+            cfg,
+            state.conversation_id,
+        )
+        self._resolution = resolution or self._resolution
         messages, state.repair = normalize_history(history)
         if self.trace is not None:
             self.trace.history_normalized(state.repair, len(messages))
