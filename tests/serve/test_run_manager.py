@@ -21,7 +21,7 @@ from tests.serve.scripted import slow_words, tools
 from tether.agent import UNKNOWN_OUTCOME_TEXT, Agent
 from tether.messages import Message, Text, ToolCall, user
 from tether.serve import Caller, RunManager
-from tether.serve._runs import decode_pause
+from tether.serve._pause import decode_pause
 from tether.serve._schemas import Decision, DecisionsIn
 from tether.stores import MemoryStore
 from tether.stores.events._log import RunRecord

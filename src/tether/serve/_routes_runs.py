@@ -9,7 +9,7 @@ from tether.stores.events import RunRecord
 from ._api import Api, Call, Query, json_response, query_int
 from ._errors import ApiError, check_part_bytes
 from ._numbers import COUNT_PATTERN
-from ._runs import decode_pause
+from ._pause import decode_pause
 from ._schemas import DecisionsIn, PauseOut, PendingCallOut, RunIn, RunList, RunOut
 from ._sse import SSE_HEADERS, SlotStream, check_resume_point, event_stream, resume_point
 

@@ -29,8 +29,8 @@ from .._api import Api, Call
 from .._boundary import client_positions, losses, open_thread, seed_thread
 from .._errors import ApiError, check_part_bytes
 from .._events import TERMINAL_TYPES
+from .._pause import decode_pause
 from .._routes_runs import check_prompt
-from .._runs import decode_pause
 from .._schemas import Decision, DecisionsIn
 from .._sse import UNAVAILABLE, SlotStream, follow_log
 from ._events import Translator, agui_messages, encode, interrupt_id

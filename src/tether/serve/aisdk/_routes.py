@@ -27,8 +27,8 @@ from .._api import Api, Call, Query, json_response, query_int
 from .._boundary import Origin, Thread, client_positions, losses, open_thread, seed_thread
 from .._errors import ApiError, check_part_bytes
 from .._events import TERMINAL_TYPES
+from .._pause import decode_pause
 from .._routes_runs import check_prompt
-from .._runs import decode_pause
 from .._schemas import Decision, DecisionsIn
 from .._sse import Slot, SlotStream, check_resume_point, follow_log, resume_point
 from ._chunks import Translator, approval_id, encode
