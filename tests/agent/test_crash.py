@@ -15,13 +15,8 @@ What the kill leaves in the store, and what the continuation repeats, per point:
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import threading
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,20 +26,11 @@ from psycopg import sql
 
 from tether.agent._batch import UNKNOWN_OUTCOME_TEXT
 from tether.history import check_history
-from tether.stores import PostgresStore, SQLiteStore, Store
+
+from .children import kill_at, lines, run_child, store_from
 
 CHILD = Path(__file__).with_name("crash_child.py")
-SRC = Path(__file__).resolve().parents[2] / "src"
 TIMEOUT = 60
-
-
-def _dsn() -> str:
-    """The server the ``pg_dsn`` fixture checked (the children read the same variable)."""
-    return os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -61,58 +47,18 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def _store(spec: str) -> Store:
-    kind, _, where = spec.partition(":")
-    if kind == "sqlite":
-        return SQLiteStore(where)
-    return PostgresStore(_dsn(), schema=where)
-
-
 def _kill_at(spec: str, cid: str, point: str, directory: Path) -> None:
     """Start the run in a child and SIGKILL it once it says it reached ``point``."""
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), spec, cid, point, str(directory), "start"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=_env(),
-    )
-    watchdog = threading.Timer(TIMEOUT, child.kill)  # bounds the read below
-    watchdog.start()
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline().decode()
-        assert line.strip() == f"AT {point}", line + child.stderr.read().decode() if child.stderr else ""
-        child.send_signal(signal.SIGKILL)
-        assert child.wait(timeout=TIMEOUT) == -signal.SIGKILL
-    finally:
-        watchdog.cancel()
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=TIMEOUT)
-        for stream in (child.stdout, child.stderr):
-            if stream is not None:
-                stream.close()
+    kill_at([sys.executable, str(CHILD), spec, cid, point, str(directory), "start"], point, TIMEOUT)
 
 
 def _continue(spec: str, cid: str, directory: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, str(CHILD), spec, cid, "none", str(directory), "continue"],
-        capture_output=True,
-        env=_env(),
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode().strip()
-
-
-def _lines(directory: Path, name: str) -> Counter[str]:
-    path = directory / name
-    return Counter(path.read_text().splitlines()) if path.exists() else Counter()
+    args = [sys.executable, str(CHILD), spec, cid, "none", str(directory), "continue"]
+    return run_child(args, TIMEOUT).strip()
 
 
 async def _stored(spec: str, cid: str) -> list[str]:
-    store = _store(spec)
+    store = store_from(spec)
     try:
         loaded = await store.load("crash", cid)
     finally:
@@ -121,7 +67,7 @@ async def _stored(spec: str, cid: str) -> list[str]:
 
 
 async def _log(spec: str, cid: str) -> list[object]:
-    store = _store(spec)
+    store = store_from(spec)
     try:
         return list((await store.load("crash", cid)).messages)
     finally:
@@ -137,9 +83,9 @@ async def test_a_kill_before_the_first_turn_keeps_the_prompt(
     assert await _stored(backend, cid) == ["user"]  # the prompt; a streamed fragment is not kept
     assert _continue(backend, cid, tmp_path) == "OUTPUT done: booked 2 / found rome"
     assert await _stored(backend, cid) == ["user", "assistant+calls", "tool", "assistant"]
-    requests = _lines(tmp_path, "requests")
+    requests = lines(tmp_path, "requests")
     assert requests == {"request 1": 2, "request 3": 1}  # only the request in flight is repeated
-    assert _lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
+    assert lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
 
 
 async def test_a_stored_turn_is_never_requested_again(backend: str, tmp_path: Path) -> None:
@@ -147,8 +93,8 @@ async def test_a_stored_turn_is_never_requested_again(backend: str, tmp_path: Pa
     _kill_at(backend, cid, "after_turn_stored", tmp_path)
     assert await _stored(backend, cid) == ["user", "assistant+calls"]
     assert _continue(backend, cid, tmp_path) == "OUTPUT done: booked 2 / found rome"
-    assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
-    assert _lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
+    assert lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
+    assert lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
     log = await _log(backend, cid)
     check_history(log)  # pyright: ignore[reportArgumentType]
 
@@ -161,8 +107,8 @@ async def test_a_started_side_effect_is_closed_as_unknown_and_never_rerun(
     assert await _stored(backend, cid) == ["user", "assistant+calls"]
     output = _continue(backend, cid, tmp_path)
     assert output.startswith("OUTPUT done: " + UNKNOWN_OUTCOME_TEXT[:20]), output
-    assert _lines(tmp_path, "effects")["book"] == 1  # never run twice
-    assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
+    assert lines(tmp_path, "effects")["book"] == 1  # never run twice
+    assert lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
     assert await _stored(backend, cid) == ["user", "assistant+calls", "tool", "assistant"]
 
 
@@ -171,8 +117,8 @@ async def test_an_interrupted_idempotent_tool_is_run_again(backend: str, tmp_pat
     _kill_at(backend, cid, "tool_lookup", tmp_path)
     assert await _stored(backend, cid) == ["user", "assistant+calls"]
     assert _continue(backend, cid, tmp_path) == "OUTPUT done: found rome"
-    assert _lines(tmp_path, "effects") == {"lookup": 2}
-    assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
+    assert lines(tmp_path, "effects") == {"lookup": 2}
+    assert lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
 
 
 async def test_a_kill_during_the_append_loses_nothing_completed(backend: str, tmp_path: Path) -> None:
@@ -181,7 +127,7 @@ async def test_a_kill_during_the_append_loses_nothing_completed(backend: str, tm
     kept = await _stored(backend, cid)
     assert kept in (["user"], ["user", "assistant+calls"])  # all of the append or none of it
     assert _continue(backend, cid, tmp_path) == "OUTPUT done: booked 2 / found rome"
-    requests = _lines(tmp_path, "requests")
+    requests = lines(tmp_path, "requests")
     assert requests["request 1"] == (1 if len(kept) == 2 else 2)
     assert requests["request 3"] == 1
-    assert _lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
+    assert lines(tmp_path, "effects") == {"book": 1, "lookup": 1}

@@ -8,14 +8,9 @@ messages; DBOS holds the run's inputs and outcome (no history in its step record
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
-import subprocess
 import sys
-import threading
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,20 +19,11 @@ import pytest
 from psycopg import sql
 
 from tether.agent import UNKNOWN_OUTCOME_TEXT
-from tether.stores import PostgresStore, SQLiteStore, Store
+
+from .children import kill_at, lines, run_child, store_from
 
 CHILD = Path(__file__).with_name("durable_child.py")
-SRC = Path(__file__).resolve().parents[2] / "src"
 TIMEOUT = 90
-
-
-def _dsn() -> str:
-    """The server the ``pg_dsn`` fixture checked (the children read the same variable)."""
-    return os.environ.get("TETHER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 class Setup:
@@ -70,59 +56,17 @@ def _args(s: Setup, cid: str, run_id: str, point: str, directory: Path, mode: st
 
 
 def _kill_at(s: Setup, cid: str, run_id: str, point: str, directory: Path) -> None:
-    child = subprocess.Popen(
-        _args(s, cid, run_id, point, directory, "start"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=_env(),
-    )
-    watchdog = threading.Timer(TIMEOUT, child.kill)  # bounds the read below
-    watchdog.start()
-    try:
-        assert child.stdout is not None
-        assert child.stderr is not None
-        line = child.stdout.readline().decode()
-        if line.strip() != f"AT {point}":
-            child.kill()
-            raise AssertionError(line + child.stderr.read().decode())
-        child.send_signal(signal.SIGKILL)
-        assert child.wait(timeout=TIMEOUT) == -signal.SIGKILL
-    finally:
-        watchdog.cancel()
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=TIMEOUT)
-        for stream in (child.stdout, child.stderr):
-            if stream is not None:
-                stream.close()
+    kill_at(_args(s, cid, run_id, point, directory, "start"), point, TIMEOUT)
 
 
 def _recover(s: Setup, cid: str, run_id: str, directory: Path) -> dict[str, object]:
-    done = subprocess.run(
-        _args(s, cid, run_id, "none", directory, "recover"),
-        capture_output=True,
-        env=_env(),
-        timeout=TIMEOUT,
-        check=False,
-    )
-    out = done.stdout.decode()
-    assert done.returncode == 0, done.stderr.decode() + out
+    out = run_child(_args(s, cid, run_id, "none", directory, "recover"), TIMEOUT)
     (line,) = [x for x in out.splitlines() if x.startswith("OUTCOME ")]
     return json.loads(line.removeprefix("OUTCOME "))
 
 
-def _lines(directory: Path, name: str) -> Counter[str]:
-    path = directory / name
-    return Counter(path.read_text().splitlines()) if path.exists() else Counter()
-
-
-def _store(spec: str) -> Store:
-    kind, _, where = spec.partition(":")
-    return SQLiteStore(where) if kind == "sqlite" else PostgresStore(_dsn(), schema=where)
-
-
 async def _roles(spec: str, cid: str) -> list[str]:
-    store = _store(spec)
+    store = store_from(spec)
     try:
         return [m.role for m in (await store.load("crash", cid)).messages]
     finally:
@@ -158,12 +102,12 @@ async def test_a_killed_durable_run_is_continued_and_completes(
     assert outcome["status"] == "completed"
     assert outcome["output"] == "done: booked 2 / found rome"
     assert outcome["continued_from"] is not None  # the prompt at least was stored before the kill
-    requests = _lines(tmp_path, "requests")
+    requests = lines(tmp_path, "requests")
     assert requests["request 1"] <= 2
     assert requests["request 3"] == 1
     if point == "after_turn_stored":
         assert requests["request 1"] == 1
-    assert _lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
+    assert lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
     assert await _roles(setup.store, cid) == ["user", "assistant", "tool", "assistant"]
     kept = " ".join(_dbos_outputs(setup))
     assert "Let me look that up" not in kept  # DBOS holds references, not the conversation
@@ -175,8 +119,8 @@ async def test_a_started_side_effect_of_a_durable_run_is_never_rerun(setup: Setu
     outcome = _recover(setup, cid, run_id, tmp_path)
     assert outcome["status"] == "completed"
     assert str(outcome["output"]).startswith("done: " + UNKNOWN_OUTCOME_TEXT[:20])
-    assert _lines(tmp_path, "effects")["book"] == 1
-    assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
+    assert lines(tmp_path, "effects")["book"] == 1
+    assert lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
 
 
 async def test_an_interrupted_idempotent_tool_of_a_durable_run_runs_again(
@@ -186,8 +130,8 @@ async def test_an_interrupted_idempotent_tool_of_a_durable_run_runs_again(
     _kill_at(setup, cid, run_id, "tool_lookup", tmp_path)
     outcome = _recover(setup, cid, run_id, tmp_path)
     assert outcome["output"] == "done: found rome"
-    assert _lines(tmp_path, "effects") == {"lookup": 2}
-    assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
+    assert lines(tmp_path, "effects") == {"lookup": 2}
+    assert lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
 
 
 async def test_a_run_stored_to_its_end_is_not_requested_again(setup: Setup, tmp_path: Path) -> None:
@@ -199,6 +143,6 @@ async def test_a_run_stored_to_its_end_is_not_requested_again(setup: Setup, tmp_
     assert outcome["status"] == "completed"
     assert outcome["output"] == "done: booked 2 / found rome"
     assert outcome["requests"] == 0
-    assert _lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
-    assert _lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
+    assert lines(tmp_path, "requests") == {"request 1": 1, "request 3": 1}
+    assert lines(tmp_path, "effects") == {"book": 1, "lookup": 1}
     assert await _roles(setup.store, cid) == ["user", "assistant", "tool", "assistant"]
