@@ -61,4 +61,5 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
     name = f"tether_test_{uuid.uuid4().hex[:12]}"
     yield name
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        for schema in (name, f"{name}_dbos"):  # a durable service keeps DBOS's tables beside its own
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

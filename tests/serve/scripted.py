@@ -163,3 +163,16 @@ class SplitEmoji(FunctionModel):
 
 def split_emoji() -> SplitEmoji:
     return SplitEmoji()
+
+
+def counted_words() -> FunctionModel:
+    """``slow_words`` that appends ``request`` to the effects file at each model request (a test
+    counts requests across processes, killed ones included)."""
+    reply = words_reply()
+
+    def counted(messages: Sequence[Message], info: FunctionInfo) -> Message:
+        with _counter_file().open("a") as f:
+            f.write("request\n")
+        return reply(messages, info)
+
+    return FunctionModel(counted, name="slow-words", delay=DELAY)

@@ -174,8 +174,18 @@ DrainOpt = Annotated[
     typer.Option(
         "--drain-timeout",
         help="On stop (SIGTERM, Ctrl-C): seconds runs still going may take to finish before they "
-        "are closed as interrupted.",
+        "are handed on (continued by another process or the next start; with --no-durable: closed "
+        "as interrupted).",
         min=0,
+    ),
+]
+DurableOpt = Annotated[
+    bool,
+    typer.Option(
+        "--durable/--no-durable",
+        help="Runs outlive their process (DBOS workflows): a run whose process dies, or is still "
+        "going after the drain, is continued by another process on the same database or by the "
+        "next start. --no-durable closes such runs as interrupted.",
     ),
 ]
 
@@ -201,9 +211,10 @@ def serve(
     mcp: McpOpt = None,
     mcp_header: McpHeaderOpt = None,
     drain_timeout: DrainOpt = 0.0,
+    durable: DurableOpt = True,
 ) -> None:
-    """Start the service (Ctrl-C stops it; runs still going after --drain-timeout are closed as
-    interrupted)."""
+    """Start the service (Ctrl-C stops it; runs still going after --drain-timeout are continued
+    by another process or the next start)."""
     if ctx.invoked_subcommand is not None:
         return
     run, create_app = _server()
@@ -227,6 +238,7 @@ def serve(
             max_open_streams=max_open_streams,
             compaction=compaction,
             drain_timeout=drain_timeout,
+            durable=durable,
             mcp=tuple(mcp or ()),
             mcp_headers=tuple(mcp_header or ()),
         )

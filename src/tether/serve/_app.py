@@ -29,6 +29,7 @@ from . import _routes_conversations, _routes_runs, agui, aisdk
 from ._api import Api, Call, check_json_request, json_response, read_json
 from ._auth import Authenticator
 from ._config import ServeConfig
+from ._durable import engine_for
 from ._errors import handle_exception, handle_http
 from ._guard import check_browser_boundary
 from ._loading import load_model, load_tools
@@ -172,6 +173,7 @@ def create_app(config: ServeConfig, *, model: Model | None = None) -> ASGIApp:
                 stale_after=config.stale_after,
                 max_active_runs=config.max_active_runs,
                 max_part_bytes=config.max_part_bytes,
+                engine=engine_for(config),
             )
             await state.manager.open()
             try:

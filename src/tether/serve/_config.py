@@ -55,6 +55,11 @@ class ServeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     mcp_headers: tuple[str, ...] = ()
     drain_timeout: float = 0.0
     """Seconds a stopping process lets its runs finish (new connections are refused meanwhile)."""
+    durable: bool = False
+    """Runs are DBOS workflows (``tether[durable]``): a run whose process dies, or that is still
+    going when a stopping process's drain ends, is continued by a live process (or the next
+    start) instead of closed as interrupted. One durable service per process. ``tether serve``
+    turns it on by default."""
 
     def __post_init__(self) -> None:
         if (self.db is None) == (self.postgres is None):

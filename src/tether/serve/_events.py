@@ -30,6 +30,7 @@ __all__ = [
     "RunFailedEvent",
     "RunInterruptedEvent",
     "RunPausedEvent",
+    "RunRecoveredEvent",
     "RunResumedEvent",
     "RunStartedEvent",
     "encode_agent_event",
@@ -138,6 +139,22 @@ class RunResumedEvent(_Base, frozen=True, tag="run.resumed"):
     decisions: dict[str, str]
 
 
+class RunRecoveredEvent(_Base, frozen=True, tag="run.recovered"):
+    """The run moved: the process running it died (or stopped before the run ended) and this
+    process continues it from its stored steps. ``from_process`` is the process it moved from;
+    ``stored`` the messages its conversation held; ``repeats`` what is done again:
+    ``"prompt"`` (nothing of the run was stored: it starts again from its prompt),
+    ``"model_request"`` (the request in flight is repeated), ``"tool_calls"`` (a stored turn's
+    calls run: a started side effect is closed as "outcome unknown", never re-run) or
+    ``"nothing"`` (the run's last turn was stored: it only ends). Deltas received since the last
+    ``message.completed`` belonged to the lost request: a client drops them."""
+
+    from_process: str
+    stored: int
+    repeats: str
+    reason: str
+
+
 class RunCompletedEvent(_Base, frozen=True, tag="run.completed"):
     """The last event of a finished run: its output (text, or the structured value)."""
 
@@ -189,6 +206,7 @@ EventOut = (
     | HistoryCompactedEvent
     | RunPausedEvent
     | RunResumedEvent
+    | RunRecoveredEvent
     | RunCompletedEvent
     | RunFailedEvent
     | RunCanceledEvent

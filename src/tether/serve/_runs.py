@@ -36,12 +36,14 @@ from tether.agent import (
     Tool,
     Toolset,
 )
+from tether.agent.durable import run_progress
 from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
-from tether.messages import new_id
+from tether.messages import Message, Usage, new_id
 from tether.stores import Store
-from tether.stores.events import ActiveRunLimit, EventLog, RunRecord, RunStatus
+from tether.stores.events import ActiveRunLimit, EventLog, ProcessInfo, RunRecord, RunStatus
 from tether.telemetry import TraceLink, continue_trace, parse_traceparent
 
+from ._durable import DurableRuns, RunInputs, client_tools
 from ._errors import ApiError
 from ._events import ErrorInfo as EventError
 from ._events import (
@@ -51,12 +53,14 @@ from ._events import (
     RunFailedEvent,
     RunInterruptedEvent,
     RunPausedEvent,
+    RunRecoveredEvent,
     RunResumedEvent,
     RunStartedEvent,
     encode_agent_event,
     encode_event,
     traced,
 )
+from ._handoff import HeldRecorder, pending_calls
 from ._pause import StoredCall, StoredPause, decisions_for, decode_pause, public_calls
 from ._schemas import DecisionsIn
 
@@ -69,6 +73,9 @@ CANCELED_REASON = "stopped by the user"
 SHUTDOWN_REASON = "the server stopped while the run was going on"
 LOG_FAILED = "the event log refused an append"
 DEAD_REASON = "the server process running it stopped or died; the conversation was closed through the ledger"
+MOVED_REASON = (
+    "the server process running it stopped or died; this process continues the run from its stored steps"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +144,17 @@ class _Writer:
         finally:
             self._flushing = None
 
-    async def finish(
-        self, events: list[bytes], status: RunStatus, pause_id: str | None = None, pause: bytes | None = None
-    ) -> None:
+    async def drain(self) -> None:
+        """Wait for the append in flight (its outcome is the log's business)."""
         flushing = self._flushing
         if flushing is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(flushing)
+
+    async def finish(
+        self, events: list[bytes], status: RunStatus, pause_id: str | None = None, pause: bytes | None = None
+    ) -> None:
+        await self.drain()
         batch, self._pending = [*self._pending, *events], []
         await self._log.append(
             self._run_id, self._process_id, batch, status=status, pause_id=pause_id, pause=pause
@@ -164,6 +175,7 @@ class RunManager:
         stale_after: float = 15.0,
         max_active_runs: int = 0,
         max_part_bytes: int = 0,
+        engine: DurableRuns | None = None,
     ) -> None:
         self.store = store
         self.events = events
@@ -180,6 +192,11 @@ class RunManager:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._streams: dict[str, RunStream[Any]] = {}
         self._reasons: dict[str, str] = {}
+        self._recorders: dict[str, HeldRecorder] = {}
+        self._handed: set[str] = set()
+        """Runs this process lets go of (a stop after the drain): another process continues them."""
+        self.engine = engine
+        """The durable engine (DBOS) under the runs; ``None``: a run of a dead process is closed."""
         self._loop_task: asyncio.Task[None] | None = None
         self.draining = False
         """The process is stopping: it starts no new run (a drain lets the running ones finish)."""
@@ -188,13 +205,16 @@ class RunManager:
     async def open(self) -> None:
         """Register this process, close runs left by dead ones, start heartbeating."""
         await self.events.heartbeat(self.process_id, self.host, os.getpid())
+        if self.engine is not None:  # on this event loop: continued runs run on it
+            self.engine.launch(self, self.process_id)
         await self.recover()
         self._loop_task = asyncio.create_task(self._background(), name="tether-serve-heartbeat")
 
     async def close(self, timeout: float = 10.0, *, drain: float = 0.0) -> None:
         """Stop: runs get ``drain`` seconds to finish (this process keeps heartbeating and refuses
-        new runs meanwhile); runs still going are interrupted (their partial is stored), then
-        unregister."""
+        new runs meanwhile); then, with the durable engine, runs still going are handed on (they
+        store nothing more here and a live process, or the next start, continues them), without
+        it they are interrupted (their partial is stored); then unregister."""
         self.draining = True
         if drain > 0 and self._tasks:
             await asyncio.wait(list(self._tasks.values()), timeout=drain)
@@ -204,12 +224,27 @@ class RunManager:
                 await self._loop_task
         tasks = list(self._tasks.items())
         for run_id, _ in tasks:
-            self._reasons[run_id] = SHUTDOWN_REASON
-            self._cancel_local(run_id, SHUTDOWN_REASON)
+            if self.engine is not None:
+                self._hand_on(run_id)
+            else:
+                self._reasons[run_id] = SHUTDOWN_REASON
+                self._cancel_local(run_id, SHUTDOWN_REASON)
         if tasks:
             await asyncio.wait([t for _, t in tasks], timeout=timeout)
+        if self.engine is not None:
+            self.engine.shutdown()  # before unregistering: this process takes no run back
         with contextlib.suppress(TetherError):
             await self.events.forget_process(self.process_id)
+
+    def _hand_on(self, run_id: str) -> None:
+        """Let go of a run: nothing more is stored or logged for it here; it stops."""
+        self._handed.add(run_id)
+        recorder = self._recorders.get(run_id)
+        if recorder is not None:
+            recorder.release()
+        stream = self._streams.get(run_id)
+        if stream is not None:
+            stream.cancel()
 
     @property
     def running(self) -> int:
@@ -257,30 +292,127 @@ class RunManager:
                 f"you have {self.max_active_runs} active runs (the limit, max_active_runs): wait for one to "
                 "end, or cancel one",
             ) from None
-        self._launch(record, prompt, None, self._context(caller), extra_tools)
+        inputs = RunInputs(
+            run_id,
+            caller.owner,
+            conversation_id,
+            prompt,
+            context=self._context(caller),
+            client_tools=client_tools(extra_tools),
+        )
+        await self._launch(record, inputs, None, extra_tools)
         return record
 
-    def _launch(
+    async def _launch(
         self,
         record: RunRecord,
-        prompt: str | None,
+        inputs: RunInputs,
         deferred: DeferredResults | None,
-        context: dict[str, str],
         extra_tools: Sequence[Tool[Any]] = (),
     ) -> None:
-        run_id = record.run_id
-        tools = [*self.agent.tools, *self.agent.toolsets, *extra_tools] if extra_tools else None
+        """Run it: as a durable workflow (the engine's task on this loop), else as a task."""
+        if self.engine is not None:
+            try:
+                await self.engine.start(inputs)
+            except Exception as exc:  # the engine's database refused: the run cannot be kept
+                log.exception("run %s: the durable engine did not take it", record.run_id)
+                failed = RunFailedEvent(
+                    record.run_id, record.conversation_id, EventError("StoreError", f"not started: {exc}")
+                )
+                with contextlib.suppress(TetherError):
+                    await self.events.append(
+                        record.run_id, self.process_id, [encode_event(failed)], status="failed"
+                    )
+                raise ApiError(503, "the run could not be started durably: try again") from None
+            return
+        tools = self._tools(extra_tools)
         task = asyncio.create_task(
-            self._drive(record, prompt, deferred, tools, context), name=f"tether-run-{run_id}"
+            self._drive(record, inputs.prompt, deferred, tools, inputs.context),
+            name=f"tether-run-{record.run_id}",
         )
+        self._track(record.run_id, task)
+
+    def _tools(self, extra_tools: Sequence[Tool[Any]]) -> list[Tool[Any] | Toolset] | None:
+        return [*self.agent.tools, *self.agent.toolsets, *extra_tools] if extra_tools else None
+
+    def _track(self, run_id: str, task: asyncio.Task[Any]) -> None:
         self._tasks[run_id] = task
 
-        def done(_: asyncio.Task[None]) -> None:
-            self._tasks.pop(run_id, None)
-            self._streams.pop(run_id, None)
-            self._reasons.pop(run_id, None)
+        def done(_: asyncio.Task[Any]) -> None:
+            if self._tasks.get(run_id) is task:
+                for table in (self._tasks, self._streams, self._reasons, self._recorders):
+                    table.pop(run_id, None)
+                self._handed.discard(run_id)
 
         task.add_done_callback(done)
+
+    async def run_segment(self, inputs: RunInputs) -> str:
+        """The body of a run's durable workflow: run it (this process started it) or continue it
+        (its process died: take it over in the log, then go on from the stored steps)."""
+        try:
+            record = await self.events.get_run(inputs.owner, inputs.run_id)
+        except NotFound:  # deleted with its conversation meanwhile
+            return "deleted"
+        if record.status != "running":
+            return record.status
+        task = asyncio.current_task()
+        assert task is not None
+        self._track(record.run_id, task)
+        prompt, deferred = inputs.prompt, inputs.deferred()
+        if record.process_id != self.process_id:
+            plan = await self._take_over(record, inputs, deferred)
+            if plan is None:
+                return "taken"
+            prompt, deferred, finished = plan
+            if finished is not None:
+                await self._complete_stored(record, finished)
+                return "completed"
+        await self._drive(record, prompt, deferred, self._tools(inputs.tools()), inputs.context)
+        return "ended"
+
+    async def _take_over(
+        self, record: RunRecord, inputs: RunInputs, deferred: DeferredResults | None
+    ) -> tuple[str | None, DeferredResults | None, Message | None] | None:
+        """Take a dead process's run (compare-and-set on its holder, appending ``run.recovered``);
+        what the continuation is given: the prompt when nothing of the run is stored, the
+        decisions when the paused turn is still unanswered, the stored last turn when the run only
+        has to end. ``None`` when another process took it first."""
+        run_id, cid = record.run_id, record.conversation_id
+        try:
+            loaded = await self.store.load(record.owner, cid)
+            messages, version = loaded.messages, loaded.version
+        except NotFound:
+            messages, version = (), 0
+        progress = run_progress(messages, version, run_id)
+        again = deferred if pending_calls(messages, deferred) else None
+        tail = messages[-1] if messages else None
+        if progress.finished is not None:
+            repeats = "nothing"
+        elif not progress.started and not inputs.segment:
+            repeats = "prompt"
+        elif again is not None or (tail is not None and tail.role == "assistant" and tail.tool_calls):
+            repeats = "tool_calls"
+        else:
+            repeats = "model_request"
+        moved = RunRecoveredEvent(run_id, cid, record.process_id or "", len(messages), repeats, MOVED_REASON)
+        trace = parse_traceparent(inputs.context.get("traceparent"))
+        before = await self.events.take_over(
+            run_id,
+            from_status="running",
+            to_status="running",
+            event=encode_event(traced(moved, trace[0] if trace is not None else None)),
+            holder=record.process_id,
+            process_id=self.process_id,
+        )
+        if before is None:
+            return None
+        log.warning("run %s of process %s continues here (%s)", run_id, record.process_id, repeats)
+        return (inputs.prompt if repeats == "prompt" else None), again, progress.finished
+
+    async def _complete_stored(self, record: RunRecord, last: Message) -> None:
+        """End a run whose last turn was stored before its process died (no request at all)."""
+        done = RunCompletedEvent(record.run_id, record.conversation_id, last.text, Usage(), 0, 0)
+        await self.events.append(record.run_id, self.process_id, [encode_event(done)], status="completed")
 
     def _cancel_local(self, run_id: str, reason: str) -> bool:
         """Stop a run of this process: the run records its partial and ends with RunCanceled."""
@@ -318,75 +450,20 @@ class RunManager:
         tools: Sequence[Tool[Any] | Toolset] | None,
         link: TraceLink,
     ) -> None:
-        run_id, cid, owner = record.run_id, record.conversation_id, record.owner
-        me = asyncio.current_task()
+        run_id = record.run_id
 
         def stop(exc: BaseException) -> None:
             self._cancel_local(run_id, f"{LOG_FAILED}: {exc}")
 
         writer = _Writer(self.events, run_id, self.process_id, stop)
-        final: EventOut
-        status: RunStatus
         pause: StoredPause | None = None
         try:
-            stream = self.agent.run_stream(
-                prompt,
-                store=self.store,
-                owner=owner,
-                conversation_id=cid,
-                run_id=run_id,
-                deferred=deferred,
-                tools=tools,
-            )
-            self._streams[run_id] = stream
-            if run_id in self._reasons:  # stopped before it began streaming
-                stream.cancel()
-            async with stream:
-                result = None
-                async for event in stream:
-                    if isinstance(event, RunCompleted):
-                        result = event.result
-                    else:
-                        data = encode_agent_event(event, link.trace_id)
-                        if data is not None:
-                            writer.add(data)
-            if result is None:
-                raise RunError("the run ended without a result", stage="model")
-            if result.deferred is not None and result.deferred.calls:
-                pause = self._pause(result.deferred)
-                final = RunPausedEvent(run_id, cid, pause.pause_id, public_calls(pause), pause.expires_at)
-                status = "paused"
-            else:
-                final = RunCompletedEvent(
-                    run_id,
-                    cid,
-                    _jsonable(result.output),
-                    result.usage,
-                    result.requests,
-                    result.tool_executions,
-                )
-                status = "completed"
-        except (asyncio.CancelledError, RunCanceled) as exc:
-            if me is not None and isinstance(exc, asyncio.CancelledError):
-                me.uncancel()
-            reason = self._reasons.get(run_id)
-            if reason is None and isinstance(exc, RunCanceled):  # a tool canceled the run
-                reason = str(exc)
-            if reason == SHUTDOWN_REASON:
-                final, status = RunInterruptedEvent(run_id, cid, reason), "interrupted"
-            elif reason is not None and reason.startswith(LOG_FAILED):
-                final, status = RunFailedEvent(run_id, cid, EventError("StoreError", reason)), "failed"
-            else:
-                final, status = RunCanceledEvent(run_id, cid, reason or CANCELED_REASON), "canceled"
-        except RunError as exc:
-            final = RunFailedEvent(run_id, cid, EventError(type(exc).__name__, str(exc)))
-            status = "failed"
-        except Exception as exc:
-            log.exception("run %s failed unexpectedly", run_id)
-            final = RunFailedEvent(
-                run_id, cid, EventError("InternalError", f"internal error ({type(exc).__name__})")
-            )
-            status = "failed"
+            final, status, pause = await self._stream(record, prompt, deferred, tools, link, writer)
+        except (Exception, asyncio.CancelledError) as exc:
+            if run_id in self._handed:  # let go (a stop after the drain): no last event, no outcome
+                await writer.drain()
+                raise asyncio.CancelledError from None
+            final, status = self._ending(exc, record)
         try:
             await writer.finish(
                 [encode_event(traced(final, link.trace_id))],
@@ -398,6 +475,65 @@ class RunManager:
             log.warning("run %s: final events not appended: %s", run_id, exc)
         except Exception:
             log.exception("run %s: final events not appended", run_id)
+
+    async def _stream(
+        self,
+        record: RunRecord,
+        prompt: str | None,
+        deferred: DeferredResults | None,
+        tools: Sequence[Tool[Any] | Toolset] | None,
+        link: TraceLink,
+        writer: _Writer,
+    ) -> tuple[EventOut, RunStatus, StoredPause | None]:
+        """Stream the run's events into the log; its last event, status and pause."""
+        run_id, cid = record.run_id, record.conversation_id
+        recorder = HeldRecorder(self.store, record.owner, cid)
+        self._recorders[run_id] = recorder
+        stream = self.agent.run_stream(
+            prompt, recorder=recorder, run_id=run_id, deferred=deferred, tools=tools
+        )
+        self._streams[run_id] = stream
+        if run_id in self._reasons or run_id in self._handed:  # stopped before it began streaming
+            stream.cancel()
+        async with stream:
+            result = None
+            async for event in stream:
+                if isinstance(event, RunCompleted):
+                    result = event.result
+                else:
+                    data = encode_agent_event(event, link.trace_id)
+                    if data is not None:
+                        writer.add(data)
+        if result is None:
+            raise RunError("the run ended without a result", stage="model")
+        if result.deferred is not None and result.deferred.calls:
+            pause = self._pause(result.deferred)
+            paused = RunPausedEvent(run_id, cid, pause.pause_id, public_calls(pause), pause.expires_at)
+            return paused, "paused", pause
+        output = _jsonable(result.output)
+        done = RunCompletedEvent(run_id, cid, output, result.usage, result.requests, result.tool_executions)
+        return done, "completed", None
+
+    def _ending(self, exc: BaseException, record: RunRecord) -> tuple[EventOut, RunStatus]:
+        """The last event and status of a run that did not complete."""
+        run_id, cid = record.run_id, record.conversation_id
+        if isinstance(exc, asyncio.CancelledError | RunCanceled):
+            me = asyncio.current_task()
+            if me is not None and isinstance(exc, asyncio.CancelledError):
+                me.uncancel()
+            reason = self._reasons.get(run_id)
+            if reason is None and isinstance(exc, RunCanceled):  # a tool canceled the run
+                reason = str(exc)
+            if reason == SHUTDOWN_REASON:
+                return RunInterruptedEvent(run_id, cid, reason), "interrupted"
+            if reason is not None and reason.startswith(LOG_FAILED):
+                return RunFailedEvent(run_id, cid, EventError("StoreError", reason)), "failed"
+            return RunCanceledEvent(run_id, cid, reason or CANCELED_REASON), "canceled"
+        if isinstance(exc, RunError):
+            return RunFailedEvent(run_id, cid, EventError(type(exc).__name__, str(exc))), "failed"
+        log.exception("run %s failed unexpectedly", run_id, exc_info=exc)
+        error = EventError("InternalError", f"internal error ({type(exc).__name__})")
+        return RunFailedEvent(run_id, cid, error), "failed"
 
     def _pause(self, deferred: Deferred) -> StoredPause:
         pause_id = deferred.pause_id or new_id()
@@ -439,7 +575,17 @@ class RunManager:
         if before is None:
             raise ApiError(409, f"the decisions for pause {pause.pause_id!r} were already made")
         resumed = await self.events.get_run(caller.owner, run_id)
-        self._launch(resumed, None, deferred, self._context(caller), extra_tools)
+        inputs = RunInputs(
+            run_id,
+            caller.owner,
+            resumed.conversation_id,
+            segment=pause.pause_id,
+            pause=record.pause.decode(),
+            decisions=_encoder.encode(body).decode(),
+            context=self._context(caller),
+            client_tools=client_tools(extra_tools),
+        )
+        await self._launch(resumed, inputs, deferred, extra_tools)
         return resumed
 
     def _check_tools(self, pause: StoredPause, extra_tools: Sequence[Tool[Any]]) -> None:
@@ -487,8 +633,34 @@ class RunManager:
 
     # -- recovery ---------------------------------------------------------------------------------
     async def recover(self) -> int:
-        """Close the runs of dead processes; return how many were closed."""
+        """Find the runs of dead processes: with the durable engine, hand them to a live process
+        (DBOS recovers the dead executors' workflows; one process takes each run over and
+        continues it); close the rest (no engine, or no workflow to continue) as interrupted.
+        Returns how many runs were closed."""
         processes = {p.process_id: p for p in await self.events.processes()}
+        dead = self._dead(processes)
+        orphans = [
+            run
+            for run in await self.events.active_runs()
+            if run.process_id != self.process_id
+            and (run.process_id not in processes or run.process_id in dead)
+        ]
+        if self.engine is not None:
+            holders = {run.process_id for run in orphans if run.process_id is not None}
+            await self.engine.recover(holders | dead)
+        closed = 0
+        for run in orphans:
+            if self.engine is not None and await self.engine.unfinished(run.run_id):
+                continue  # a live process continues it
+            if await self._close_orphan(run):
+                closed += 1
+        for process_id in dead:
+            with contextlib.suppress(TetherError):
+                await self.events.forget_process(process_id)
+        return closed
+
+    def _dead(self, processes: Mapping[str, ProcessInfo]) -> set[str]:
+        """Processes whose pid is gone (on this host) or whose heartbeat is stale."""
         now = time.time()
         pid = os.getpid()
         dead: set[str] = set()
@@ -500,17 +672,7 @@ class RunManager:
                 local and (p.pid == pid or not _pid_alive(p.pid))
             ):
                 dead.add(p.process_id)
-        closed = 0
-        for run in await self.events.active_runs():
-            holder = run.process_id
-            if holder == self.process_id or (holder in processes and holder not in dead):
-                continue
-            if await self._close_orphan(run):
-                closed += 1
-        for process_id in dead:
-            with contextlib.suppress(TetherError):
-                await self.events.forget_process(process_id)
-        return closed
+        return dead
 
     async def _close_orphan(self, run: RunRecord) -> bool:
         try:  # close the stored conversation first, while the run still holds it

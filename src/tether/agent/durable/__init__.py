@@ -18,7 +18,14 @@ if importlib.util.find_spec("dbos") is None:  # pragma: no cover - exercised onl
 
     raise MissingExtra("durable runs", "durable", "dbos")
 
-from tether.agent.durable._agent import DurableAgent, DurableOutcome, DurableRun, RunStatus
+from tether.agent.durable._agent import (
+    DurableAgent,
+    DurableOutcome,
+    DurableRun,
+    RunProgress,
+    RunStatus,
+    run_progress,
+)
 from tether.agent.durable._launch import APP_VERSION, launch, recover, shutdown
 
 __all__ = [
@@ -26,8 +33,10 @@ __all__ = [
     "DurableAgent",
     "DurableOutcome",
     "DurableRun",
+    "RunProgress",
     "RunStatus",
     "launch",
     "recover",
+    "run_progress",
     "shutdown",
 ]

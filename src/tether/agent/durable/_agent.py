@@ -24,7 +24,7 @@ from .._agent import Agent
 from .._output import OUTPUT_TOOL
 from ._workflow import durable_run, register, registered
 
-__all__ = ["DurableAgent", "DurableOutcome", "DurableRun", "RunStatus"]
+__all__ = ["DurableAgent", "DurableOutcome", "DurableRun", "RunProgress", "RunStatus", "run_progress"]
 
 Output = TypeVar("Output")
 RunStatus = Literal["completed", "paused", "failed"]
@@ -46,15 +46,18 @@ class DurableOutcome(Generic[Output]):
 
 
 @dataclass(frozen=True, slots=True)
-class _Progress:
+class RunProgress:
+    """What a conversation store holds of one run: whether any of its messages is stored
+    (``started``), the conversation's ``version``, and the run's last message when that message
+    ended the run (``finished``: an answer, an accepted output; ``None`` otherwise)."""
+
     started: bool
     version: int
     finished: Message | None
-    """The run's last stored message when it ended the run (an answer, an accepted output)."""
 
 
-def _progress(messages: Sequence[Message], version: int, run_id: str) -> _Progress:
-    """What the store says about ``run_id`` (the log is loaded anyway: one pass over it, so a
+def run_progress(messages: Sequence[Message], version: int, run_id: str) -> RunProgress:
+    """What the stored ``messages`` (at ``version``) say about ``run_id`` (one pass over them, so a
     run whose conversation another writer appended to since is still recognized)."""
     started = any(m.run_id == run_id for m in messages)
     last = messages[-1] if messages else None
@@ -65,7 +68,7 @@ def _progress(messages: Sequence[Message], version: int, run_id: str) -> _Progre
             r.name == OUTPUT_TOOL and not r.failed and not r.synthesized for r in last.tool_results
         )
         finished = last if answered or accepted else None
-    return _Progress(started, version, finished)
+    return RunProgress(started, version, finished)
 
 
 class DurableRun(Generic[Output]):
@@ -152,9 +155,9 @@ class DurableAgent(Generic[Output]):
             try:
                 loaded = await store.load(owner, conversation_id)
                 messages = loaded.messages
-                progress = _progress(messages, loaded.version, run_id)
+                progress = run_progress(messages, loaded.version, run_id)
             except NotFound:
-                progress = _Progress(False, 0, None)
+                progress = RunProgress(False, 0, None)
             base = {"run_id": run_id, "conversation_id": conversation_id}
             continued = progress.version if progress.started else None
             if progress.finished is not None:  # stored to its end; only DBOS had not heard

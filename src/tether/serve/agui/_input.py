@@ -18,10 +18,10 @@ import msgspec
 from tether.agent import Tool
 from tether.errors import DecodeError, UserError
 from tether.messages import Document, Image, Message, Part, Text, ToolCall, ToolResult
-from tether.models import ToolDefinition
 from tether.models.wire import ConversionReport
 
 from .._boundary import Origin, client_positions
+from .._client_tools import FrontendTool
 from .._errors import ApiError
 from .._schemas import ID_PATTERN
 
@@ -351,19 +351,6 @@ def to_tether(
 
 
 # -- the client's tools ----------------------------------------------------------------------------------
-def _runs_in_the_client() -> None:
-    """Never called: an external tool's result comes from the client."""
-
-
-class FrontendTool(Tool[Any]):
-    """A tool the AG-UI client runs itself (AG-UI's frontend tools): a tether ``external`` tool
-    whose JSON Schema is the one the client declared."""
-
-    def __init__(self, name: str, description: str, parameters: dict[str, Any]) -> None:
-        super().__init__(_runs_in_the_client, name=name, description=description, external=True)
-        self.definition = ToolDefinition(name, description, parameters)
-
-
 def frontend_tools(given: list[AguiTool] | None, server: set[str]) -> list[Tool[Any]]:
     """The client's tools as external tools; 422 naming the tool for a bad name, a name of the
     server's own tools, a repeated name or a schema that is not a JSON object."""
