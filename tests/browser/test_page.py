@@ -7,6 +7,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -330,24 +331,48 @@ def test_a_dropped_connection_reconnects_by_itself(
     assert word_counts(tab) == Counter(range(1, SLOW_WORDS + 1))
 
 
-def test_a_server_restart_mid_run_shows_the_run_interrupted(
-    tmp_path: Path, open_tab: Callable[..., Tab]
-) -> None:
+@contextmanager
+def _restart_mid_run(tmp_path: Path, open_tab: Callable[..., Tab], extra: list[str]) -> Iterator[Tab]:
+    """A tab following a slow reply whose server is SIGKILLed and started again on its port."""
     db = Database("sqlite", path=tmp_path / "serve.db")
     token = add_user(db, "alice")
     env = {"TETHER_TEST_EFFECTS": str(tmp_path / "fx")}
-    first = Server(db, model=MODEL, tools=TOOLS, extra_env=env).start(tmp_path)
-    second = Server(db, model=MODEL, tools=TOOLS, extra_env=env, port=first.port)
+    first = Server(db, model=MODEL, tools=TOOLS, extra=extra, extra_env=env).start(tmp_path)
+    second = Server(db, model=MODEL, tools=TOOLS, extra=extra, extra_env=env, port=first.port)
     try:
         tab = open_tab(first.url)
         tab.allow.append(NETWORK_ERRORS)
-        page = tab.page
         sign_in(tab, token)
         send(tab, "count slowly")
         expect(streaming(tab)).to_contain_text("word3")
-        first.kill()  # SIGKILL: no goodbye; the next process closes the run
-        expect(page.locator("#conn")).to_have_attribute("data-state", re.compile("reconnecting|offline"))
+        first.kill()  # SIGKILL: no goodbye
+        expect(tab.page.locator("#conn")).to_have_attribute("data-state", re.compile("reconnecting|offline"))
         second.start(tmp_path)
+        yield tab
+    finally:
+        first.kill()
+        second.stop()
+
+
+def test_a_server_restart_mid_run_continues_the_reply(tmp_path: Path, open_tab: Callable[..., Tab]) -> None:
+    with _restart_mid_run(tmp_path, open_tab, []) as tab:
+        page = tab.page
+        note = page.locator(".run-note[data-kind='recovered']")
+        expect(note).to_be_visible()
+        expect(note).to_contain_text("asked for again")
+        expect(page.locator("#main")).to_have_attribute("data-run", "none", timeout=60_000)
+        expect(page.locator(".run-note[data-kind='interrupted']")).to_have_count(0)
+        expect(stored_answers(tab)).to_have_count(1)  # the lost fragment is gone, the answer whole
+        assert word_counts(tab) == Counter(range(1, SLOW_WORDS + 1))
+        shot(tab, "11-server-restarted")
+        chat(tab, "are you back?", "word12")
+
+
+def test_without_the_engine_a_restart_shows_the_run_interrupted(
+    tmp_path: Path, open_tab: Callable[..., Tab]
+) -> None:
+    with _restart_mid_run(tmp_path, open_tab, ["--no-durable"]) as tab:
+        page = tab.page
         note = page.locator(".run-note[data-kind='interrupted']")
         expect(note).to_be_visible()
         expect(note).to_contain_text("server stopped")
@@ -355,11 +380,7 @@ def test_a_server_restart_mid_run_shows_the_run_interrupted(
         expect(page.locator(".msg.user", has_text="count slowly")).to_be_visible()
         expect(page.locator(".msg.lost")).to_have_count(0)
         expect(page.locator("#main")).to_have_attribute("data-run", "none")
-        shot(tab, "11-server-restarted")
         chat(tab, "are you back?", "word12")
-    finally:
-        first.kill()
-        second.stop()
 
 
 def test_a_long_conversation_shows_where_it_was_compacted(

@@ -176,3 +176,36 @@ def counted_words() -> FunctionModel:
         return reply(messages, info)
 
     return FunctionModel(counted, name="slow-words", delay=DELAY)
+
+
+def chaos_model() -> FunctionModel:
+    """The chaos test's model: for ``order N`` it calls ``charge`` with ``{"order": "N"}``, then
+    answers ``charged N`` and 20 words, streamed. Each request appends ``request N`` to the
+    effects file (requests are counted across processes, killed ones included)."""
+
+    def reply(messages: Sequence[Message], info: FunctionInfo) -> Message:
+        prompt = next(m for m in reversed(messages) if m.role == "user")
+        order = prompt.text.split("order ", 1)[1].split()[0]
+        with _counter_file().open("a") as f:
+            f.write(f"request {order}\n")
+        if messages[-1].role == "user":
+            return Message("assistant", (ToolCall(f"call_{order}", "charge", f'{{"order": "{order}"}}'),))
+        return Message("assistant", (Text(f"charged {order} " + _words(20)),), usage=Usage(output_tokens=22))
+
+    return FunctionModel(reply, name="slow-words", delay=DELAY)
+
+
+def charge(order: str) -> str:
+    """Charge an order (a side effect: a row in a table of its own, never twice)."""
+    import psycopg
+    from psycopg import sql
+
+    table = sql.Identifier(os.environ["TETHER_TEST_PG_SCHEMA"], "charges")
+    with psycopg.connect(os.environ["TETHER_TEST_PG_DSN"], autocommit=True) as conn:
+        conn.execute(sql.SQL("INSERT INTO {} (order_id) VALUES (%s)").format(table), (order,))
+    time.sleep(float(os.environ.get("TETHER_TEST_EFFECT_SLEEP", "0.3")))
+    return f"charged {order}"
+
+
+def chaos_tools() -> list[Tool[Any]]:
+    return [function_tool(idempotent=False)(charge)]

@@ -1,6 +1,7 @@
-"""A server killed mid-run: the next start closes the conversation through the ledger ("outcome
-unknown" for the side effect that was running; it never runs again) and marks the run
-interrupted; the events up to the kill replay."""
+"""A server without the durable engine (``--no-durable``) killed mid-run: the next start closes
+the conversation through the ledger ("outcome unknown" for the side effect that was running; it
+never runs again) and marks the run interrupted; the events up to the kill replay. (With the
+engine, the default, such a run is continued: test_durable_runs.py.)"""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from tests.serve._serve_support import (
 
 from tether.agent import UNKNOWN_OUTCOME_TEXT
 
+NO_ENGINE = ["--no-durable"]
+
 
 def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines()
@@ -29,7 +32,7 @@ def test_sigkill_mid_side_effect_closes_the_run_as_interrupted_and_never_reruns_
     db: Database, servers: Callable[..., Server], effects: Path
 ) -> None:
     token = add_user(db, "alice")
-    server = servers(db)
+    server = servers(db, extra=NO_ENGINE)
     with server.client(token) as client:
         cid = new_conversation(client)
         run_id = start_run(client, cid, "use tool charge_card please")
@@ -40,7 +43,7 @@ def test_sigkill_mid_side_effect_closes_the_run_as_interrupted_and_never_reruns_
     assert _lines(effects) == ["charged"]  # the tool is running (it blocks after charging)
     server.kill()
 
-    again = servers(db)
+    again = servers(db, extra=NO_ENGINE)
     with again.client(token) as client:
         status = wait_status(client, run_id, ("interrupted",))
         replay = read_events(client, run_id)
@@ -61,12 +64,12 @@ def test_sigkill_mid_side_effect_closes_the_run_as_interrupted_and_never_reruns_
 
 def test_a_graceful_stop_interrupts_a_running_run(db: Database, servers: Callable[..., Server]) -> None:
     token = add_user(db, "alice")
-    server = servers(db)
+    server = servers(db, extra=NO_ENGINE)
     with server.client(token) as client:
         run_id = start_run(client, new_conversation(client), "tell me the words")
         read_events(client, run_id, stop_after=4)
     server.stop()
-    again = servers(db)
+    again = servers(db, extra=NO_ENGINE)
     with again.client(token) as client:
         status = wait_status(client, run_id, ("interrupted",))
         replay = read_events(client, run_id)

@@ -29,14 +29,26 @@ from .._events import (
     RunFailedEvent,
     RunInterruptedEvent,
     RunPausedEvent,
+    RunRecoveredEvent,
     TextDeltaEvent,
     ToolFinishedEvent,
 )
 
-__all__ = ["APPROVAL_REASON", "COMPACTION_EVENT", "Translator", "agui_messages", "encode", "interrupt_id"]
+__all__ = [
+    "APPROVAL_REASON",
+    "COMPACTION_EVENT",
+    "RECOVERED_EVENT",
+    "Translator",
+    "agui_messages",
+    "encode",
+    "interrupt_id",
+]
 
 COMPACTION_EVENT = "tether.compaction"
 """The ``CUSTOM`` event saying the conversation was compacted (AG-UI has no event for it)."""
+RECOVERED_EVENT = "tether.run.recovered"
+"""The ``CUSTOM`` event saying the run moved to another process (``run.recovered``): the text
+streamed since the last whole message belonged to a request that is asked again."""
 APPROVAL_REASON = "tool_approval"
 EXTERNAL_REASON = "tool_result"
 Json = dict[str, Any]
@@ -115,7 +127,9 @@ class Translator:
     def __init__(self, run_id: str, conversation_id: str, *, prefix: str | None = None) -> None:
         self.run_id = run_id
         self.conversation_id = conversation_id
-        self.prefix = prefix or run_id  # message ids: unique in the thread (a resumed run gets its own)
+        # message ids: unique in the thread (a resumed run gets its own)
+        self.prefix = self.base = prefix or run_id
+        self.recoveries = 0  # run.recovered seen: a continued run's message ids get their own prefix
         self.step = 0  # the model request being translated
         self.deltas = False  # deltas of self.step were seen
         self.text: str | None = None  # the open text message
@@ -172,6 +186,15 @@ class Translator:
         elif isinstance(event, HistoryCompactedEvent):
             value: Json = {"step": event.step, "line": event.line, "report": event.report}
             yield {"type": "CUSTOM", "name": COMPACTION_EVENT, "value": value}
+        elif isinstance(event, RunRecoveredEvent):
+            yield from self._close()  # the lost request's message ends; the continuation numbers anew
+            self.recoveries += 1
+            self.prefix = f"{self.base}.r{self.recoveries}"
+            self.step, self.deltas = 0, False
+            self.streamed.clear()
+            self.results.clear()
+            value = {"fromProcess": event.from_process, "repeats": event.repeats, "reason": event.reason}
+            yield {"type": "CUSTOM", "name": RECOVERED_EVENT, "value": value}
         elif isinstance(event, RunPausedEvent):
             yield from self._close()
             yield self._paused(event)

@@ -29,6 +29,7 @@ from .._events import (
     RunFailedEvent,
     RunInterruptedEvent,
     RunPausedEvent,
+    RunRecoveredEvent,
     RunResumedEvent,
     TextDeltaEvent,
     ToolFinishedEvent,
@@ -175,6 +176,11 @@ class Translator:
                         "approvalId": aid,
                         "approved": decision == "approve",
                     }
+        elif isinstance(event, RunRecoveredEvent):
+            yield from self.close_step()  # the lost request's parts end; the continuation numbers anew
+            self.epoch += 1
+            data = {"fromProcess": event.from_process, "repeats": event.repeats, "reason": event.reason}
+            yield {"type": "data-tether-recovered", "data": data, "transient": True}
         elif isinstance(event, RunCompletedEvent):
             yield from self.close_step()
             reason = "length" if self.stop_reason == "length" else "stop"

@@ -5,6 +5,14 @@ import { append, clear, h } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
 /** Answers cut short by the model's limits: kept and shown, marked. */
+/** What a continued run does again, by ``run.recovered``'s ``repeats``. */
+const RECOVERED_TEXT = {
+  prompt: "It starts again from your message.",
+  model_request: "The reply in progress is asked for again.",
+  tool_calls: "Its tool calls run (a started action is not repeated).",
+  nothing: "",
+};
+
 const CUT_TEXT = new Map([
   ["length", "Cut: the answer reached its length limit."],
   ["repetition", "Cut: the model was repeating itself."],
@@ -355,6 +363,19 @@ export class ConversationView {
       case "run.resumed":
         this.clearApproval();
         break;
+      case "run.recovered": {
+        // the process running it died: what it was streaming is lost and asked again
+        this.live?.el.remove();
+        this.live = null;
+        const again = RECOVERED_TEXT[event.repeats] ?? "";
+        this.el.append(h("p", {
+          class: "run-note recovered",
+          dataset: { kind: "recovered" },
+          text: `The server running this reply stopped; another one continues it from what was stored. ${again}`.trim(),
+        }));
+        if (event.repeats !== "nothing") this.waiting(true);
+        break;
+      }
       default:
         break;
     }
