@@ -179,6 +179,9 @@ class StoreRecorder:
         self._write_timeout = float(write_timeout)
         self.version = 0
         """The conversation's version after this recorder's last write (its load, before any)."""
+        self.closed: Message | None = None
+        """The tool message the open appended to close a turn a crash left unanswered (ledger
+        closures, ``tail_closure``), else ``None``: stored, though the run never added it."""
         self._exists = False
 
     @property
@@ -251,6 +254,7 @@ class StoreRecorder:
         if closing is not None:
             await settle(self._append([closing]), self._write_timeout)
             history.append(closing)
+            self.closed = closing
         return CompactedLog(cid, history, since, record, exact=not inserted)
 
     async def _append(self, messages: Sequence[Message]) -> None:

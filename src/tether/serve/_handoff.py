@@ -3,9 +3,9 @@ run takes again (the decisions, when the stored tail is still the paused turn)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from tether.agent import DeferredResults, StoreRecorder
+from tether.agent import CompactedLog, DeferredResults, StoreRecorder
 from tether.errors import Partial, StoreError
 from tether.messages import Message, ToolCall
 from tether.stores import CompactionRecord
@@ -19,6 +19,8 @@ class HeldRecorder(StoreRecorder):
     continues it finds the store as the last completed step left it."""
 
     released = False
+    on_stored: Callable[[Sequence[Message]], None] | None = None
+    """Told each batch of messages once the store holds them (the run's event writer)."""
 
     def release(self) -> None:
         self.released = True
@@ -27,9 +29,26 @@ class HeldRecorder(StoreRecorder):
         if self.released:
             raise StoreError("the run was handed on to another process; this one stores nothing more")
 
+    async def open(self, *, repair: bool) -> tuple[str, list[Message]]:
+        opened = await super().open(repair=repair)
+        self._closed()
+        return opened
+
+    async def open_compacted(self, *, repair: bool) -> CompactedLog:
+        opened = await super().open_compacted(repair=repair)
+        self._closed()
+        return opened
+
+    def _closed(self) -> None:
+        if self.closed is not None and self.on_stored is not None:
+            self.on_stored([self.closed])  # a closure the open stored: logged like the run's messages
+
     async def record(self, messages: Sequence[Message]) -> str:
         self._check()
-        return await super().record(messages)
+        cid = await super().record(messages)
+        if self.on_stored is not None:
+            self.on_stored(messages)
+        return cid
 
     async def failed(self, messages: Sequence[Message], partial: Partial | None) -> str:
         self._check()

@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,17 +30,16 @@ from tether.agent import (
     Agent,
     Deferred,
     DeferredResults,
+    MessageCompleted,
     RunCompleted,
     RunStream,
-    StoreRecorder,
     Tool,
     Toolset,
 )
-from tether.agent.durable import run_progress
-from tether.errors import ConflictError, NotFound, RunCanceled, RunError, StoreError, TetherError
-from tether.messages import Message, Usage, new_id
+from tether.errors import ConflictError, NotFound, RunCanceled, RunError, TetherError
+from tether.messages import Message, new_id
 from tether.stores import Store
-from tether.stores.events import ActiveRunLimit, EventLog, ProcessInfo, RunRecord, RunStatus
+from tether.stores.events import ActiveRunLimit, EventLog, RunRecord, RunStatus
 from tether.telemetry import TraceLink, continue_trace, parse_traceparent
 
 from ._durable import DurableRuns, RunInputs, client_tools
@@ -48,21 +47,23 @@ from ._errors import ApiError
 from ._events import ErrorInfo as EventError
 from ._events import (
     EventOut,
+    MessageCompletedEvent,
     RunCanceledEvent,
     RunCompletedEvent,
     RunFailedEvent,
     RunInterruptedEvent,
     RunPausedEvent,
-    RunRecoveredEvent,
     RunResumedEvent,
     RunStartedEvent,
     encode_agent_event,
     encode_event,
     traced,
 )
-from ._handoff import HeldRecorder, pending_calls
+from ._handoff import HeldRecorder
 from ._pause import StoredCall, StoredPause, decisions_for, decode_pause, public_calls
+from ._recovery import Recovery
 from ._schemas import DecisionsIn
+from ._writer import EventWriter
 
 __all__ = ["Caller", "RunManager"]
 
@@ -72,10 +73,6 @@ _encoder = msgspec.json.Encoder()
 CANCELED_REASON = "stopped by the user"
 SHUTDOWN_REASON = "the server stopped while the run was going on"
 LOG_FAILED = "the event log refused an append"
-DEAD_REASON = "the server process running it stopped or died; the conversation was closed through the ledger"
-MOVED_REASON = (
-    "the server process running it stopped or died; this process continues the run from its stored steps"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,66 +96,6 @@ def _jsonable(value: Any) -> Any:
         return msgspec.to_builtins(value)
     except (TypeError, ValueError):
         return str(value)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class _Writer:
-    """Appends one run's events in batches: while one append commits, the next events queue."""
-
-    def __init__(
-        self, events: EventLog, run_id: str, process_id: str, on_error: Callable[[BaseException], None]
-    ) -> None:
-        self._log = events
-        self._run_id = run_id
-        self._process_id = process_id
-        self._pending: list[bytes] = []
-        self._flushing: asyncio.Task[None] | None = None
-        self._on_error = on_error
-        self.failed: BaseException | None = None
-
-    def add(self, data: bytes) -> None:
-        self._pending.append(data)
-        if self._flushing is None and self.failed is None:
-            self._flushing = asyncio.create_task(self._flush())
-
-    async def _flush(self) -> None:
-        batch: list[bytes] = []
-        try:
-            while self._pending:
-                batch, self._pending = self._pending, []
-                await self._log.append(self._run_id, self._process_id, batch)
-                batch = []
-        except Exception as exc:  # the log refused (run taken over) or failed: stop the run
-            self._pending[:0] = batch  # not written: finish tries them again, in order, with run.failed
-            self.failed = exc
-            self._on_error(exc)
-        finally:
-            self._flushing = None
-
-    async def drain(self) -> None:
-        """Wait for the append in flight (its outcome is the log's business)."""
-        flushing = self._flushing
-        if flushing is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(flushing)
-
-    async def finish(
-        self, events: list[bytes], status: RunStatus, pause_id: str | None = None, pause: bytes | None = None
-    ) -> None:
-        await self.drain()
-        batch, self._pending = [*self._pending, *events], []
-        await self._log.append(
-            self._run_id, self._process_id, batch, status=status, pause_id=pause_id, pause=pause
-        )
 
 
 class RunManager:
@@ -189,6 +126,9 @@ class RunManager:
         """Bound of a decision's ``reason`` or ``value`` in UTF-8 / JSON bytes, as of a prompt (0: none)."""
         self.process_id = new_id()
         self.host = socket.gethostname()
+        self.recovery = Recovery(
+            store=store, events=events, engine=engine, process_id=self.process_id, stale_after=stale_after
+        )
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._streams: dict[str, RunStream[Any]] = {}
         self._reasons: dict[str, str] = {}
@@ -252,17 +192,13 @@ class RunManager:
         return len(self._tasks)
 
     async def _background(self) -> None:
-        beats = 0
-        recover_every = max(1, int(self.stale_after / max(self.heartbeat_interval, 0.01) / 3))
         while True:
             await asyncio.sleep(self.heartbeat_interval)
-            beats += 1
             try:
                 await self.events.heartbeat(self.process_id, self.host, os.getpid())
                 for run_id in await self.events.cancel_requests(self.process_id):
                     self._cancel_local(run_id, CANCELED_REASON)
-                if beats % recover_every == 0:
-                    await self.recover()
+                await self.recover()  # every beat: a dead process's runs move within about a second
             except Exception:  # never let the heartbeat die; the next beat tries again
                 log.exception("heartbeat failed")
 
@@ -360,59 +296,15 @@ class RunManager:
         self._track(record.run_id, task)
         prompt, deferred = inputs.prompt, inputs.deferred()
         if record.process_id != self.process_id:
-            plan = await self._take_over(record, inputs, deferred)
+            plan = await self.recovery.take_over(record, inputs, deferred)
             if plan is None:
                 return "taken"
             prompt, deferred, finished = plan
             if finished is not None:
-                await self._complete_stored(record, finished)
+                await self.recovery.complete_stored(record, finished)
                 return "completed"
         await self._drive(record, prompt, deferred, self._tools(inputs.tools()), inputs.context)
         return "ended"
-
-    async def _take_over(
-        self, record: RunRecord, inputs: RunInputs, deferred: DeferredResults | None
-    ) -> tuple[str | None, DeferredResults | None, Message | None] | None:
-        """Take a dead process's run (compare-and-set on its holder, appending ``run.recovered``);
-        what the continuation is given: the prompt when nothing of the run is stored, the
-        decisions when the paused turn is still unanswered, the stored last turn when the run only
-        has to end. ``None`` when another process took it first."""
-        run_id, cid = record.run_id, record.conversation_id
-        try:
-            loaded = await self.store.load(record.owner, cid)
-            messages, version = loaded.messages, loaded.version
-        except NotFound:
-            messages, version = (), 0
-        progress = run_progress(messages, version, run_id)
-        again = deferred if pending_calls(messages, deferred) else None
-        tail = messages[-1] if messages else None
-        if progress.finished is not None:
-            repeats = "nothing"
-        elif not progress.started and not inputs.segment:
-            repeats = "prompt"
-        elif again is not None or (tail is not None and tail.role == "assistant" and tail.tool_calls):
-            repeats = "tool_calls"
-        else:
-            repeats = "model_request"
-        moved = RunRecoveredEvent(run_id, cid, record.process_id or "", len(messages), repeats, MOVED_REASON)
-        trace = parse_traceparent(inputs.context.get("traceparent"))
-        before = await self.events.take_over(
-            run_id,
-            from_status="running",
-            to_status="running",
-            event=encode_event(traced(moved, trace[0] if trace is not None else None)),
-            holder=record.process_id,
-            process_id=self.process_id,
-        )
-        if before is None:
-            return None
-        log.warning("run %s of process %s continues here (%s)", run_id, record.process_id, repeats)
-        return (inputs.prompt if repeats == "prompt" else None), again, progress.finished
-
-    async def _complete_stored(self, record: RunRecord, last: Message) -> None:
-        """End a run whose last turn was stored before its process died (no request at all)."""
-        done = RunCompletedEvent(record.run_id, record.conversation_id, last.text, Usage(), 0, 0)
-        await self.events.append(record.run_id, self.process_id, [encode_event(done)], status="completed")
 
     def _cancel_local(self, run_id: str, reason: str) -> bool:
         """Stop a run of this process: the run records its partial and ends with RunCanceled."""
@@ -455,7 +347,11 @@ class RunManager:
         def stop(exc: BaseException) -> None:
             self._cancel_local(run_id, f"{LOG_FAILED}: {exc}")
 
-        writer = _Writer(self.events, run_id, self.process_id, stop)
+        def completed(message: Message) -> bytes:
+            event = MessageCompletedEvent(run_id, record.conversation_id, message)
+            return encode_event(traced(event, link.trace_id))
+
+        writer = EventWriter(self.events, run_id, self.process_id, on_error=stop, completed=completed)
         pause: StoredPause | None = None
         try:
             final, status, pause = await self._stream(record, prompt, deferred, tools, link, writer)
@@ -483,11 +379,12 @@ class RunManager:
         deferred: DeferredResults | None,
         tools: Sequence[Tool[Any] | Toolset] | None,
         link: TraceLink,
-        writer: _Writer,
+        writer: EventWriter,
     ) -> tuple[EventOut, RunStatus, StoredPause | None]:
         """Stream the run's events into the log; its last event, status and pause."""
         run_id, cid = record.run_id, record.conversation_id
         recorder = HeldRecorder(self.store, record.owner, cid)
+        recorder.on_stored = writer.stored
         self._recorders[run_id] = recorder
         stream = self.agent.run_stream(
             prompt, recorder=recorder, run_id=run_id, deferred=deferred, tools=tools
@@ -503,7 +400,7 @@ class RunManager:
                 else:
                     data = encode_agent_event(event, link.trace_id)
                     if data is not None:
-                        writer.add(data)
+                        writer.add(data, event.message if isinstance(event, MessageCompleted) else None)
         if result is None:
             raise RunError("the run ended without a result", stage="model")
         if result.deferred is not None and result.deferred.calls:
@@ -633,59 +530,6 @@ class RunManager:
 
     # -- recovery ---------------------------------------------------------------------------------
     async def recover(self) -> int:
-        """Find the runs of dead processes: with the durable engine, hand them to a live process
-        (DBOS recovers the dead executors' workflows; one process takes each run over and
-        continues it); close the rest (no engine, or no workflow to continue) as interrupted.
-        Returns how many runs were closed."""
-        processes = {p.process_id: p for p in await self.events.processes()}
-        dead = self._dead(processes)
-        orphans = [
-            run
-            for run in await self.events.active_runs()
-            if run.process_id != self.process_id
-            and (run.process_id not in processes or run.process_id in dead)
-        ]
-        if self.engine is not None:
-            holders = {run.process_id for run in orphans if run.process_id is not None}
-            await self.engine.recover(holders | dead)
-        closed = 0
-        for run in orphans:
-            if self.engine is not None and await self.engine.unfinished(run.run_id):
-                continue  # a live process continues it
-            if await self._close_orphan(run):
-                closed += 1
-        for process_id in dead:
-            with contextlib.suppress(TetherError):
-                await self.events.forget_process(process_id)
-        return closed
-
-    def _dead(self, processes: Mapping[str, ProcessInfo]) -> set[str]:
-        """Processes whose pid is gone (on this host) or whose heartbeat is stale."""
-        now = time.time()
-        pid = os.getpid()
-        dead: set[str] = set()
-        for p in processes.values():
-            if p.process_id == self.process_id:
-                continue
-            local = p.host == self.host
-            if (now - p.heartbeat_at > self.stale_after) or (
-                local and (p.pid == pid or not _pid_alive(p.pid))
-            ):
-                dead.add(p.process_id)
-        return dead
-
-    async def _close_orphan(self, run: RunRecord) -> bool:
-        try:  # close the stored conversation first, while the run still holds it
-            await StoreRecorder(self.store, run.owner, run.conversation_id).open(repair=True)
-        except (ConflictError, NotFound):
-            pass
-        except StoreError:
-            log.exception("run %s: closing its conversation failed", run.run_id)
-            return False
-        event = encode_event(RunInterruptedEvent(run.run_id, run.conversation_id, DEAD_REASON))
-        before = await self.events.take_over(
-            run.run_id, from_status="running", to_status="interrupted", event=event, holder=run.process_id
-        )
-        if before is not None:
-            log.warning("run %s of a dead process was closed as interrupted", run.run_id)
-        return before is not None
+        """Hand the runs of dead processes on (durable engine) or close them; returns how many
+        were closed as interrupted (``Recovery``)."""
+        return await self.recovery.sweep()
