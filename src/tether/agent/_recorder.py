@@ -26,7 +26,15 @@ from ._ledger import ledger_closures, tail_closure
 if TYPE_CHECKING:
     from tether.stores import CompactionRecord, Store
 
-__all__ = ["NO_RECORDER", "CompactedLog", "NoRecorder", "OnConflict", "RunRecorder", "StoreRecorder", "settle"]
+__all__ = [
+    "NO_RECORDER",
+    "CompactedLog",
+    "NoRecorder",
+    "OnConflict",
+    "RunRecorder",
+    "StoreRecorder",
+    "settle",
+]
 
 T = TypeVar("T")
 OnConflict = Literal["fail", "fork"]

@@ -2,8 +2,9 @@
 boundary passes as events, store calls as client spans (``TracedStore``), and the metrics.
 
 A run holds a ``RunTrace`` only while telemetry is on (otherwise a stand-in whose hooks do
-nothing, so the agent layer calls its hooks unconditionally). The run span is made current for the run's duration, so the
-spans of a driver's HTTP client, a tool's own calls or a store's driver nest under tether's.
+nothing, so the agent layer calls its hooks unconditionally). The run span is made current for
+the run's duration, so the spans of a driver's HTTP client, a tool's own calls or a store's
+driver nest under tether's.
 """
 
 from __future__ import annotations
