@@ -17,7 +17,7 @@ import dataclasses
 import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from msgspec.structs import replace
@@ -319,7 +319,7 @@ class Run:
         self.compaction.measure(self.instructions, self.cfg.definitions)
         while True:
             await self.persist()  # durable step (ADR 0015): the prompt, a batch's results, before a request
-            await self._compact()
+            self._view = await self._compacted()
             response = await self.trace.chat(self, self._request)
             s = self.state
             message = replace(response.message, run_id=s.run_id, conversation_id=s.conversation_id)
@@ -419,12 +419,12 @@ class Run:
         self.instructions = "\n\n".join(parts) if parts else None
 
     # -- model ------------------------------------------------------------------------------------
-    async def _compact(self) -> None:
-        """Compact before a request when the view passes its threshold (never fails the turn:
-        summarizer failures fall back inside the compactor and are reported); without compaction
-        the request sends the run's own messages."""
+    def _compacted(self) -> Awaitable[Sequence[Message] | None]:
+        """The view to send, compacted when it passes its threshold (never fails the turn:
+        summarizer failures fall back inside the compactor and are reported); ``None`` without
+        compaction: the request sends the run's own messages."""
         s = self.state
-        self._view = await self.compaction.prepare(
+        return self.compaction.prepare(
             s.messages,
             step=s.requests + 1,
             ids=(s.run_id, s.conversation_id),

@@ -48,11 +48,11 @@ class NoTrace:
 
     tools = NoToolTrace()
 
-    async def around(self, run: object, body: Callable[[], Awaitable[R]]) -> R:
-        return await body()
+    def around(self, run: object, body: Callable[[], Awaitable[R]]) -> Awaitable[R]:
+        return body()  # awaited by the caller as it is: no frame of its own
 
-    async def chat(self, run: object, request: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
-        return await request()
+    def chat(self, run: object, request: Callable[[], Awaitable[ModelResponse]]) -> Awaitable[ModelResponse]:
+        return request()
 
     def history_event(self, name: str, attributes: Any) -> None:
         pass
