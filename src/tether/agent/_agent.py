@@ -92,6 +92,63 @@ def _takes_context(fn: Callable[..., Any]) -> bool:
     return len(params) >= 2
 
 
+def _check_limits(max_steps: int, retries: int) -> None:
+    if not _is_int(max_steps) or max_steps < 1:
+        raise UserError(f"max_steps must be an int of at least 1, got {max_steps!r}")
+    if not _is_int(retries) or retries < 0:
+        raise UserError(f"retries must be an int of 0 or more, got {retries!r}")
+
+
+def _check_naming(name: str | None, telemetry: Telemetry | None, instructions: str | None) -> None:
+    """The agent's name, telemetry and static instructions, checked once (not per run)."""
+    if name is not None and (not isinstance(name, str) or not name):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(f"name must be a non-empty string, got {name!r}")
+    if telemetry is not None and not isinstance(telemetry, Telemetry):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(f"telemetry must be a tether.telemetry.Telemetry, not {type(telemetry).__name__}")
+    if instructions is not None and not instructions.isascii():
+        try:
+            instructions.encode()
+        except UnicodeEncodeError as exc:  # no provider could take them: say so now, not per run
+            raise UserError(
+                f"instructions are not valid Unicode: a lone surrogate at character {exc.start}"
+            ) from None
+
+
+def _approval_options(
+    approval_secret: bytes | str | None, approval_ttl: timedelta | float, replay_guard: ReplayGuard | None
+) -> tuple[bytes | None, float, ReplayGuard]:
+    """The signing secret, the pause lifetime in seconds and the replay guard, checked."""
+    secret = approval_secret.encode() if isinstance(approval_secret, str) else approval_secret
+    if secret is not None and len(secret) < 16:
+        raise UserError("approval_secret must be at least 16 bytes")
+    given_ttl = cast(object, approval_ttl)
+    if isinstance(given_ttl, timedelta):
+        ttl = given_ttl.total_seconds()
+    elif isinstance(given_ttl, int | float) and not isinstance(given_ttl, bool):
+        ttl = float(given_ttl)
+    else:
+        raise UserError(f"approval_ttl must be a timedelta or seconds, not {type(given_ttl).__name__}")
+    if not (ttl > 0 and math.isfinite(ttl)):
+        raise UserError(f"approval_ttl must be a positive, finite time, got {approval_ttl!r}")
+    if replay_guard is not None and not isinstance(cast(object, replay_guard), ReplayGuard):
+        raise UserError(
+            "replay_guard must have an async claim_token(digest, expires_at) method (any tether "
+            f"store has one), not {type(replay_guard).__name__}"
+        )
+    return secret, ttl, replay_guard if replay_guard is not None else process_replay_guard()
+
+
+def _check_compaction(compaction: Compaction, base: RunConfig) -> None:
+    """What makes ``compaction`` unusable with the agent's tools and model, said now (not by a
+    run that never compacts)."""
+    if compaction.recall and RECALL_TOOL in base.tools:
+        raise UserError(
+            f"the agent has a tool named {RECALL_TOOL!r} and compaction would add its own: rename "
+            "the tool or pass Compaction(recall=False)"
+        )
+    compaction_window(compaction, base.model)
+
+
 class Agent(Generic[Deps, Output]):
     """Runs a model and its tools over a conversation.
 
@@ -170,24 +227,11 @@ class Agent(Generic[Deps, Output]):
         telemetry: Telemetry | None = None,
         compaction: Compaction | None = None,
     ) -> None:
-        if not _is_int(max_steps) or max_steps < 1:
-            raise UserError(f"max_steps must be an int of at least 1, got {max_steps!r}")
-        if not _is_int(retries) or retries < 0:
-            raise UserError(f"retries must be an int of 0 or more, got {retries!r}")
+        _check_limits(max_steps, retries)
         self.model: Model = infer_model(model)
-        if name is not None and (not isinstance(name, str) or not name):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f"name must be a non-empty string, got {name!r}")
-        if telemetry is not None and not isinstance(telemetry, Telemetry):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise UserError(f"telemetry must be a tether.telemetry.Telemetry, not {type(telemetry).__name__}")
+        _check_naming(name, telemetry, instructions)
         self.name = name
         self.telemetry = telemetry
-        if instructions is not None and not instructions.isascii():
-            try:
-                instructions.encode()
-            except UnicodeEncodeError as exc:  # no provider could take them: say so now, not per run
-                raise UserError(
-                    f"instructions are not valid Unicode: a lone surrogate at character {exc.start}"
-                ) from None
         self.instructions = instructions
         self.instructions_fn = instructions_fn
         self.output_type = output_type
@@ -196,26 +240,8 @@ class Agent(Generic[Deps, Output]):
         self.max_steps = max_steps
         self.retries = retries
         self.settings = settings
-        secret = approval_secret.encode() if isinstance(approval_secret, str) else approval_secret
-        if secret is not None and len(secret) < 16:
-            raise UserError("approval_secret must be at least 16 bytes")
-        self._secret = secret
-        given_ttl = cast(object, approval_ttl)
-        if isinstance(given_ttl, timedelta):
-            ttl = given_ttl.total_seconds()
-        elif isinstance(given_ttl, int | float) and not isinstance(given_ttl, bool):
-            ttl = float(given_ttl)
-        else:
-            raise UserError(f"approval_ttl must be a timedelta or seconds, not {type(given_ttl).__name__}")
-        if not (ttl > 0 and math.isfinite(ttl)):
-            raise UserError(f"approval_ttl must be a positive, finite time, got {approval_ttl!r}")
-        self._approval_ttl = ttl
-        if replay_guard is not None and not isinstance(cast(object, replay_guard), ReplayGuard):
-            raise UserError(
-                "replay_guard must have an async claim_token(digest, expires_at) method (any tether "
-                f"store has one), not {type(replay_guard).__name__}"
-            )
-        self._replay_guard: ReplayGuard = replay_guard if replay_guard is not None else process_replay_guard()
+        approvals = _approval_options(approval_secret, approval_ttl, replay_guard)
+        self._secret, self._approval_ttl, self._replay_guard = approvals
         self.accept_truncated = accept_truncated
         try:
             self._output: OutputSpec[Any] = OutputSpec(output_type)
@@ -227,13 +253,8 @@ class Agent(Generic[Deps, Output]):
         self.compaction = compaction
         static, self._toolsets = split_tools(tools)
         self._base = self._config(static)
-        if compaction is not None and compaction.recall and RECALL_TOOL in self._base.tools:
-            raise UserError(
-                f"the agent has a tool named {RECALL_TOOL!r} and compaction would add its own: rename "
-                "the tool or pass Compaction(recall=False)"
-            )
         if compaction is not None:
-            compaction_window(compaction, self.model)  # UserError now, not a run that never compacts
+            _check_compaction(compaction, self._base)
 
     def _config(self, tools: Sequence[ToolLike]) -> RunConfig:
         table = as_tools(tools)
@@ -386,8 +407,6 @@ class Agent(Generic[Deps, Output]):
         cfg = self._base if static is None else self._config(static)
         if toolsets:  # tools known only now (MCP servers): listed once per run
             cfg = self._config([*cfg.tools.values(), *await list_toolsets(toolsets)])
-        run = Run(cfg, o, emit=emit, recorder=recorder, owned=owned)
-        trace = run.trace = run_trace(self.telemetry, self.name or self.model.name)
-        return cast(
-            Result[Output], await (run.execute() if trace is None else trace.around(run, run.execute))
-        )
+        trace = run_trace(self.telemetry, self.name or self.model.name)
+        run = Run(cfg, o, emit=emit, recorder=recorder, trace=trace, owned=owned)
+        return cast(Result[Output], await run.trace.around(run, run.execute))

@@ -26,7 +26,15 @@ from ._ledger import ledger_closures, tail_closure
 if TYPE_CHECKING:
     from tether.stores import CompactionRecord, Store
 
-__all__ = ["CompactedLog", "OnConflict", "RunRecorder", "StoreRecorder", "settle"]
+__all__ = [
+    "NO_RECORDER",
+    "CompactedLog",
+    "NoRecorder",
+    "OnConflict",
+    "RunRecorder",
+    "StoreRecorder",
+    "settle",
+]
 
 T = TypeVar("T")
 OnConflict = Literal["fail", "fork"]
@@ -309,3 +317,42 @@ class StoreRecorder:
             return (await self._db.load(self.owner, self._cid())).messages
         except NotFound:  # nothing stored yet
             return ()
+
+
+class NoRecorder:
+    """The recorder of a run without a store: it keeps nothing and holds nothing. A run asks it
+    for nothing either (``Run.stored`` is False: no open, no write, no ledger); it is there so the
+    run's recorder is never ``None``."""
+
+    __slots__ = ()
+
+    @property
+    def write_timeout(self) -> float:
+        return DEFAULT_WRITE_TIMEOUT
+
+    async def open(self, *, repair: bool) -> tuple[str, list[Message]]:
+        return "", []
+
+    async def record(self, messages: Sequence[Message]) -> str:
+        return ""
+
+    async def tool_started(self, run_id: str, call: ToolCall) -> bool:
+        return True
+
+    async def tool_finished(self, run_id: str, call: ToolCall, *, failed: bool) -> None:
+        pass
+
+    async def failed(self, messages: Sequence[Message], partial: Partial | None) -> str:
+        return ""
+
+    async def open_compacted(self, *, repair: bool) -> CompactedLog:
+        return CompactedLog("", [])
+
+    async def record_compaction(self, record: CompactionRecord) -> None:
+        pass
+
+    async def load_log(self) -> Sequence[Message]:
+        return ()
+
+
+NO_RECORDER = NoRecorder()

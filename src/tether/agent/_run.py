@@ -13,12 +13,11 @@ bounded in time), and then the error is raised — ``RunError`` for a failure or
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from msgspec.structs import replace
@@ -52,7 +51,7 @@ from ._prepare import (
     take_pending,
     user_message,
 )
-from ._recorder import CompactedLog, RunRecorder, settle
+from ._recorder import NO_RECORDER, CompactedLog, RunRecorder, settle
 from ._result import (
     MISSING,
     Event,
@@ -65,7 +64,8 @@ from ._result import (
 from ._state import RunState
 from ._tools import ArgumentsInvalid
 from ._toolstep import ToolStep
-from .compaction._run import RECALL_TOOL, RunCompaction
+from ._trace import NO_TRACE, Trace
+from .compaction._run import NO_COMPACTION, RECALL_TOOL, NoCompaction, RunCompaction
 
 if TYPE_CHECKING:
     from tether.telemetry import RunTrace
@@ -85,6 +85,10 @@ def replace_config(cfg: RunConfig, tool: Any) -> RunConfig:
     return dataclasses.replace(
         cfg, tools={**cfg.tools, tool.name: tool}, definitions=(*cfg.definitions, tool.definition)
     )
+
+
+def _discard(event: Event) -> None:
+    """The event sink of a run nobody streams."""
 
 
 def _same(a: Sequence[Message], b: Sequence[Message]) -> bool:
@@ -109,6 +113,12 @@ class Run:
     ``owned``: the run has a task of its own (``run_stream``), so a cancellation of that task is
     an explicit stop and ends the run with ``RunCanceled``; otherwise the cancellation belongs to
     the caller's task and propagates.
+
+    Its collaborators are never ``None``: without telemetry, compaction, a stream or a store the
+    run holds stand-ins that do nothing (``NO_TRACE``, ``NO_COMPACTION``, an event sink that
+    discards, ``NO_RECORDER``). Two flags say what a stand-in cannot: ``streaming`` (events are
+    built only then, and the model is streamed) and ``stored`` (the history comes from the
+    recorder and the run's messages go to it).
     """
 
     def __init__(
@@ -118,6 +128,7 @@ class Run:
         *,
         emit: Callable[[Event], None] | None = None,
         recorder: RunRecorder | None = None,
+        trace: RunTrace | None = None,
         owned: bool = False,
     ) -> None:
         self.cfg = cfg
@@ -125,10 +136,15 @@ class Run:
         self.supplied = history = options.history
         self.deps = options.deps
         self.deferred_in = deferred = options.deferred
-        self.emit = emit
-        self.recorder = recorder
+        self.emit = emit if emit is not None else _discard
+        self.streaming = emit is not None
+        self.recorder: RunRecorder = recorder if recorder is not None else NO_RECORDER
+        self.stored = recorder is not None
+        self.trace: Trace = trace if trace is not None else NO_TRACE
+        """The run's telemetry (``tether.telemetry``); ``NO_TRACE`` while telemetry is off."""
+        self.traced = trace is not None
         self.owned = owned
-        cid = options.conversation_id or (None if recorder is not None else donor_conversation_id(history))
+        cid = options.conversation_id or (None if self.stored else donor_conversation_id(history))
         self.state = RunState(options.run_id or new_id(), cid or "")
         self.stage: RunStage = "history"
         self.stop_reason: str | None = None
@@ -137,19 +153,17 @@ class Run:
         self._stamp = (provider, cfg.model.name.removeprefix(provider + ":"))
         self.instructions: str | None = None
         self.tools = ToolStep(self)
-        self.trace: RunTrace | None = None
-        """The run's telemetry (``tether.telemetry``), ``None`` while telemetry is off."""
-        self.compaction: RunCompaction | None = None
-        """The run's compaction (``Agent(compaction=...)``); ``None``: none, no work per step."""
+        self.compaction: RunCompaction | NoCompaction = NO_COMPACTION
+        """The run's compaction (``Agent(compaction=...)``); ``NO_COMPACTION``: none."""
         self._view: Sequence[Message] | None = None
         self._opened: Sequence[Message] | None = None
         """The history as opened (the recorder's, or the supplied one), once known."""
         self._prompt_pending = prompt is not None and deferred is None
         """The prompt is not in the run yet: a stop before it is added still keeps it."""
         if cfg.compaction is not None:
-            self.compaction = RunCompaction(cfg.compaction, cfg.model, cfg.settings)
+            compaction = self.compaction = RunCompaction(cfg.compaction, cfg.model, cfg.settings)
             if cfg.compaction.recall and RECALL_TOOL not in cfg.tools:
-                recall = self.compaction.recall(recorder, lambda: self.state.messages)
+                recall = compaction.recall(recorder, lambda: self.state.messages)
                 self.cfg = replace_config(cfg, recall)
 
     # -- entry ------------------------------------------------------------------------------------
@@ -158,7 +172,7 @@ class Run:
             output, deferred = await self._execute()
             await self.persist(final=True)
         except asyncio.CancelledError as exc:
-            await self._close_compaction()
+            await self.compaction.abandon()
             partial, note = await self._stopped()
             if not self.owned:
                 attach_partial(exc, partial)
@@ -173,26 +187,18 @@ class Run:
                 stop.add_note(note)
             raise stop from None
         except RunError as exc:
-            await self._close_compaction()
+            await self.compaction.abandon()
             if exc.partial is None:
                 exc.partial = self.state.partial(stopped=isinstance(exc, RunCanceled))
             if exc.stage != "store":
                 await self._record_failure(exc)
             raise
         except BaseException:
-            await self._close_compaction()
+            await self.compaction.abandon()
             raise
-        view = None
-        if self.compaction is not None:
-            await self.compaction.aclose()
-            view = self.compaction.view(self.state.messages)
+        await self.compaction.aclose()
+        view = self.compaction.view(self.state.messages)
         return self.state.result(output, deferred, self.stop_reason, view)
-
-    async def _close_compaction(self) -> None:
-        """Cancel a background summary the run no longer needs (shielded: the run is ending)."""
-        if self.compaction is not None:
-            with contextlib.suppress(asyncio.CancelledError):  # a second cancel: the run ends anyway
-                await asyncio.shield(self.compaction.aclose())
 
     async def _stopped(self) -> tuple[Partial | None, str | None]:
         """The evidence of a cancelled run, recorded (shielded, bounded) when there is a recorder;
@@ -204,7 +210,7 @@ class Run:
             self.tools.close_unstarted(last)  # stopped while its turn was stored (ADR 0015)
         unfinished = state.unfinished(*self._stamp)
         partial = state.partial(stopped=True, unfinished=unfinished)
-        if self.recorder is None or not (state.unrecorded() or unfinished is not None):
+        if not self.stored or not (state.unrecorded() or unfinished is not None):
             return partial, None
         moved, note = state.conversation_id, None
         try:
@@ -238,7 +244,7 @@ class Run:
     async def _record_failure(self, error: RunError) -> None:
         """Store a failed run's evidence (its prompt is stored already, before the first request:
         ADR 0015)."""
-        if self.recorder is None or error.partial is None or not self.state.unrecorded():
+        if not self.stored or error.partial is None or not self.state.unrecorded():
             return
         try:
             await settle(self._write_failure(error.partial), self.recorder.write_timeout)
@@ -251,18 +257,16 @@ class Run:
             error.partial = self.state.partial(stopped=isinstance(error, RunCanceled))
 
     async def _write_failure(self, partial: Partial | None) -> None:
-        assert self.recorder is not None
         batch = self.state.unrecorded()
         cid = await self.recorder.failed(batch, partial)
         self.state.recorded += len(batch)
         if cid != self.state.conversation_id:
             self.state.move(cid)
-        if self.compaction is not None:
-            await self.compaction.flush(self.recorder)
+        await self.compaction.flush(self.recorder)
 
     async def persist(self, *, final: bool = False) -> None:
         """Hand the recorder the new messages it does not hold yet (a checkpoint, or the end)."""
-        if self.recorder is None or not self.state.unrecorded():
+        if not self.stored or not self.state.unrecorded():
             return
         try:
             await settle(self._write(), self.recorder.write_timeout)
@@ -271,19 +275,17 @@ class Run:
             raise RunError(f"{what}: {exc}", stage="store") from exc
 
     async def _write(self) -> None:
-        assert self.recorder is not None
         batch = self.state.unrecorded()
         cid = await self.recorder.record(batch)
         self.state.recorded += len(batch)
         if cid != self.state.conversation_id:
             self.state.move(cid)
-        if self.compaction is not None:  # the records' messages are stored now
-            await self.compaction.flush(self.recorder)
+        await self.compaction.flush(self.recorder)  # the records' messages are stored now
 
     # -- state ------------------------------------------------------------------------------------
     def add(self, message: Message) -> None:
         self.state.add(message)
-        if self.emit is not None:
+        if self.streaming:  # the event is built only for a stream
             self.emit(MessageCompleted(self.state.run_id, self.state.conversation_id, message))
 
     def context(self, call_id: str | None = None, tool_name: str | None = None) -> RunContext[Any]:
@@ -314,13 +316,11 @@ class Run:
                 return output, None
             if self.prompt is not None:
                 self.add(self._user(self.prompt))
-        if self.compaction is not None:
-            self.compaction.measure(self.instructions, self.cfg.definitions)
+        self.compaction.measure(self.instructions, self.cfg.definitions)
         while True:
             await self.persist()  # durable step (ADR 0015): the prompt, a batch's results, before a request
-            if self.compaction is not None:
-                await self._compact()
-            response = await (self._request() if self.trace is None else self.trace.chat(self, self._request))
+            self._view = await self._compacted()
+            response = await self.trace.chat(self, self._request)
             s = self.state
             message = replace(response.message, run_id=s.run_id, conversation_id=s.conversation_id)
             message = distinct_calls(message, s.run_id, s.requests)
@@ -336,8 +336,7 @@ class Run:
                 self._step_limit(message)
             deferred = self._deferral(message)
             if deferred is not None:
-                if self.trace is not None:
-                    self.trace.tools.pending(self, message, deferred)
+                self.trace.tools.pending(self, message, deferred)
                 return MISSING, deferred
             output = await self.tools.batch(message, {})
             if output is not MISSING:
@@ -348,7 +347,7 @@ class Run:
         cfg, state = self.cfg, self.state
         history = self.supplied
         opened: CompactedLog | None = None
-        if self.recorder is not None:
+        if self.stored:
             # settled: an open may write (a tail closure), and a stop during it must know the
             # conversation's version to keep the prompt after it
             opened = await settle(self._open(self.recorder), self.recorder.write_timeout)
@@ -364,8 +363,7 @@ class Run:
                 cfg.history_processor, cfg.processor_takes_ctx, history, self.context()
             )
             kept = _same(history, before)
-            if self.trace is not None:
-                self.trace.history_processed(cfg.history_processor, given, len(history))
+            self.trace.history_processed(cfg.history_processor, given, len(history))
         self.stage = "validate"
         if self.deferred_in is not None:
             self.stage = "approval"
@@ -373,40 +371,34 @@ class Run:
             history,
             self.deferred_in,
             self.prompt is None,
-            self.recorder is not None,
+            self.stored,
             cfg,
             state.conversation_id,
         )
         self._resolution = resolution or self._resolution
         messages, state.repair = normalize_history(history)
-        if self.trace is not None:
-            self.trace.history_normalized(state.repair, len(messages))
+        self.trace.history_normalized(state.repair, len(messages))
         if pending_turn is None and self.prompt is None:
             check_resumable(messages)  # repair may have removed what made the raw history resumable
         if pending_turn is not None:
             messages.append(pending_turn)
         state.start(messages)
-        if self.compaction is not None:
-            # positions match stored seqs only if nothing was inserted, cut or repaired
-            exact = kept and (opened is None or opened.exact) and not state.repair.changed
-            self.compaction.start(
-                state.conversation_id,
-                record=opened.record if opened is not None else None,
-                offset=opened.offset if opened is not None else 0,
-                exact=exact,
-                recorder=self.recorder,
-            )
+        # positions match stored seqs only if nothing was inserted, cut or repaired
+        exact = kept and (opened is None or opened.exact) and not state.repair.changed
+        self.compaction.start(
+            state.conversation_id,
+            record=opened.record if opened is not None else None,
+            offset=opened.offset if opened is not None else 0,
+            exact=exact,
+            stored=self.stored,
+        )
         return pending_turn
 
     async def _open(self, recorder: RunRecorder) -> CompactedLog:
         """Open the recorder's conversation and keep what it gave on the run (even when the run is
         stopped meanwhile: ``settle`` finishes this first)."""
         repair = self.prompt is not None and self.deferred_in is None
-        if self.compaction is not None:
-            opened = await recorder.open_compacted(repair=repair)
-        else:
-            cid, history = await recorder.open(repair=repair)
-            opened = CompactedLog(cid, history)
+        opened = await self.compaction.open(recorder, repair=repair)
         self.state.conversation_id, self._opened = opened.conversation_id, opened.history
         return opened
 
@@ -427,12 +419,12 @@ class Run:
         self.instructions = "\n\n".join(parts) if parts else None
 
     # -- model ------------------------------------------------------------------------------------
-    async def _compact(self) -> None:
-        """Compact before a request when the view passes its threshold (never fails the turn:
-        summarizer failures fall back inside the compactor and are reported)."""
-        assert self.compaction is not None
+    def _compacted(self) -> Awaitable[Sequence[Message] | None]:
+        """The view to send, compacted when it passes its threshold (never fails the turn:
+        summarizer failures fall back inside the compactor and are reported); ``None`` without
+        compaction: the request sends the run's own messages."""
         s = self.state
-        self._view = await self.compaction.prepare(
+        return self.compaction.prepare(
             s.messages,
             step=s.requests + 1,
             ids=(s.run_id, s.conversation_id),
@@ -448,12 +440,12 @@ class Run:
         self._view = None
         s.streamed.clear()
         try:
-            if self.emit is None:
+            if self.streaming:
+                response = await self._stream_request(view)
+            else:
                 response = await cfg.model.generate(
                     view, instructions=self.instructions, tools=cfg.definitions, settings=cfg.settings
                 )
-            else:
-                response = await self._stream_request(view)
         except RunError:
             raise
         except Exception as exc:
@@ -472,7 +464,6 @@ class Run:
 
     async def _stream_request(self, view: Sequence[Message]) -> ModelResponse:
         emit = self.emit
-        assert emit is not None
         s, cfg = self.state, self.cfg
         final: ModelResponse | None = None
         step = s.requests + 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol, cast
 
 from tether.errors import OutputValidationError, RunCanceled, RunError, RunStage, StoreError, ToolError
 from tether.messages import Message, Text, ToolCall, ToolResult
@@ -25,9 +25,7 @@ from ._recorder import RunRecorder, settle
 from ._result import MISSING, Event, ToolCallFinished, ToolCallStarted
 from ._state import RunState
 from ._tools import ArgumentsInvalid
-
-if TYPE_CHECKING:
-    from tether.telemetry import RunTrace
+from ._trace import Trace
 
 __all__ = ["RunHost", "ToolStep"]
 
@@ -38,9 +36,15 @@ class RunHost(Protocol):
     cfg: RunConfig
     state: RunState
     stage: RunStage
-    recorder: RunRecorder | None
-    emit: Callable[[Event], None] | None
-    trace: RunTrace | None
+    recorder: RunRecorder
+    emit: Callable[[Event], None]
+    trace: Trace
+    stored: bool
+    """The run has a store (``recorder`` keeps its messages and its ledger)."""
+    streaming: bool
+    """Events are wanted (they are built only then)."""
+    traced: bool
+    """Telemetry is on (``trace`` is a ``RunTrace``)."""
 
     def add(self, message: Message) -> None: ...
     async def persist(self, *, final: bool = False) -> None: ...
@@ -71,13 +75,12 @@ class ToolStep:
         """Add the tool message ``results`` answering calls of ``message``, emitting one
         ``ToolCallFinished`` per result first when streaming."""
         run = self.run
-        if run.emit is not None:
+        if run.streaming:
             s = run.state
             calls = {c.id: c for c in message.tool_calls}
             for r in results.tool_results:
                 run.emit(ToolCallFinished(s.run_id, s.conversation_id, calls[r.call_id], r))
-        if run.trace is not None:
-            run.trace.tools.answered(run, message, results)
+        run.trace.tools.answered(run, message, results)
         run.add(results)
 
     def _add_results(self, message: Message, results: list[ToolResult | None]) -> None:
@@ -93,8 +96,7 @@ class ToolStep:
         external) and ``None`` for approved calls. Returns the output when one was accepted."""
         run = self.run
         run.stage = "tools"
-        if run.trace is not None:
-            run.trace.tools.batch(run, decided)
+        run.trace.tools.batch(run, decided)
         calls = [c for c in message.tool_calls if c.id]
         results: list[ToolResult | None] = [None] * len(calls)
         jobs, output, exhausted = self._plan(calls, decided, results)
@@ -182,10 +184,10 @@ class ToolStep:
             return False
         run = self.run
         recorder = run.recorder
-        side_effects = recorder is not None and any(not j.tool.idempotent for j in jobs)
+        side_effects = run.stored and any(not j.tool.idempotent for j in jobs)
         finished: Callable[[Job, bool], Awaitable[None]] | None = None
         try:
-            if recorder is not None and side_effects:
+            if side_effects:
                 await run.persist()  # the requesting turn is stored before any side effect
                 timeout = recorder.write_timeout
                 runnable: list[Job] = []
@@ -195,8 +197,7 @@ class ToolStep:
                     ):
                         runnable.append(job)
                     else:
-                        if run.trace is not None:
-                            run.trace.tools.ledger_unknown(job.call)
+                        run.trace.tools.ledger_unknown(job.call)
                         results[job.index] = ToolResult(
                             job.call.id or "", job.call.name, (Text(UNKNOWN_OUTCOME_TEXT),), synthesized=True
                         )
@@ -208,14 +209,13 @@ class ToolStep:
                         )
 
                 jobs, finished = runnable, finished_hook
-            started = self._started_event if run.emit is not None or run.trace is not None else None
+            started = self._started_event if run.streaming or run.traced else None  # no await per job
             await run_jobs(jobs, started, finished)
         except StoreError as exc:
             raise RunError(f"the store failed: {exc}", stage="store") from exc
         finally:
             self._count_done(jobs, results)
-            if run.trace is not None:
-                run.trace.tools.ran(run, jobs)
+            run.trace.tools.ran(run, jobs)
         return side_effects
 
     def close_unstarted(self, message: Message) -> None:
@@ -247,7 +247,6 @@ class ToolStep:
 
     async def _started_event(self, job: Job) -> None:
         run = self.run
-        if run.trace is not None:
-            run.trace.tools.started(run, job.call, job.tool)
-        if run.emit is not None:
+        run.trace.tools.started(run, job.call, job.tool)
+        if run.streaming:
             run.emit(ToolCallStarted(run.state.run_id, run.state.conversation_id, job.call))

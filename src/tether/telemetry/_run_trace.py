@@ -1,9 +1,10 @@
 """The trace of one run: the ``invoke_agent`` span, a ``chat`` span per model request, history
 boundary passes as events, store calls as client spans (``TracedStore``), and the metrics.
 
-A run holds a ``RunTrace`` only while telemetry is on; every hook in the agent layer is
-``if run.trace is not None: ...``. The run span is made current for the run's duration, so the
-spans of a driver's HTTP client, a tool's own calls or a store's driver nest under tether's.
+A run holds a ``RunTrace`` only while telemetry is on (otherwise a stand-in whose hooks do
+nothing, so the agent layer calls its hooks unconditionally). The run span is made current for
+the run's duration, so the spans of a driver's HTTP client, a tool's own calls or a store's
+driver nest under tether's.
 """
 
 from __future__ import annotations
@@ -232,7 +233,7 @@ class RunTrace:
             n.GEN_AI_REQUEST_MODEL: model_name,
             n.GEN_AI_CONVERSATION_ID: state.conversation_id,
             n.GEN_AI_OUTPUT_TYPE: "text" if cfg.output.is_text else "json",
-            n.GEN_AI_REQUEST_STREAM: run.emit is not None,
+            n.GEN_AI_REQUEST_STREAM: run.streaming,
             n.TETHER_RUN_ID: state.run_id,
             n.TETHER_STEP: state.requests + 1,
         }

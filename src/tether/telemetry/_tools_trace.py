@@ -135,7 +135,7 @@ class ToolTrace:
     def started(self, run: ToolRunView, call: ToolCall, tool: ToolView) -> None:
         """The tool of ``call`` is about to run (in the task that runs it)."""
         cid = call.id or ""
-        if not tool.idempotent and run.recorder is not None:
+        if not tool.idempotent and run.stored:
             self._ledger[cid] = "started"
         span = self.inst.start(
             f"{n.OP_EXECUTE_TOOL} {call.name}", SpanKind.INTERNAL, self._attributes(run, call, tool)

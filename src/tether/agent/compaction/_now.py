@@ -33,12 +33,12 @@ async def compact_now(
             record=opened.record,
             offset=opened.offset,
             exact=opened.exact and not changes.changed,
-            recorder=recorder,
+            stored=True,
         )
     else:
         messages, _ = normalize_history(history)
         cid = donor_conversation_id(history) or new_id()
-        compaction.start(cid, record=None, offset=0, exact=False, recorder=None)
+        compaction.start(cid, record=None, offset=0, exact=False, stored=False)
     if not messages:
         raise UserError("there is nothing to compact: the conversation has no messages")
     compaction.measure(cfg.instructions, cfg.definitions)

@@ -2,11 +2,14 @@
 records kept through the recorder once the messages they stand for are stored, its reports
 emitted as ``CompactionEvent`` and recorded on the run span (docs/adr/0010-compaction.md).
 
-A run of an agent without ``compaction=`` never builds this: its steps do no extra work.
+A run of an agent without ``compaction=`` holds ``NO_COMPACTION`` instead, whose every step is
+empty: it opens the plain history, sends the run's own messages and keeps no record.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -17,9 +20,10 @@ from tether.messages import Message
 from tether.models import Model, ModelSettings, ToolDefinition
 
 from .._context import MessagesView
-from .._recorder import RunRecorder
+from .._recorder import CompactedLog, RunRecorder
 from .._result import CompactionEvent, Event
 from .._tools import Tool
+from .._trace import Trace
 from ._compactor import Compactor
 from ._config import Compaction
 from ._defaults import compaction_window
@@ -28,9 +32,16 @@ from ._report import CompactionReport
 
 if TYPE_CHECKING:
     from tether.stores import CompactionRecord
-    from tether.telemetry import RunTrace
 
-__all__ = ["COMPACT_EVENT", "RECALL_TOOL", "RunCompaction", "compaction_for", "report_attributes"]
+__all__ = [
+    "COMPACT_EVENT",
+    "NO_COMPACTION",
+    "RECALL_TOOL",
+    "NoCompaction",
+    "RunCompaction",
+    "compaction_for",
+    "report_attributes",
+]
 
 COMPACT_EVENT = "tether.history.compact"
 """The history-pass event a compaction adds to the run span."""
@@ -102,14 +113,18 @@ class RunCompaction:
         record: CompactionRecord | None,
         offset: int,
         exact: bool,
-        recorder: RunRecorder | None,
+        stored: bool,
     ) -> None:
         """Make the compactor over the run's prepared history (``history[i]`` at seq
-        ``offset + i + 1`` when ``exact``)."""
+        ``offset + i + 1`` when ``exact``); ``stored``: the run has a store to keep records in."""
         self.compactor = Compactor(
             self.config, self.model, conversation_id=conversation_id, record=record, offset=offset
         )
-        self.keep = exact and recorder is not None
+        self.keep = exact and stored
+
+    async def open(self, recorder: RunRecorder, *, repair: bool) -> CompactedLog:
+        """The recorder's conversation from its latest compaction record."""
+        return await recorder.open_compacted(repair=repair)
 
     def measure(self, instructions: str | None, definitions: Sequence[ToolDefinition]) -> None:
         """Count what every request carries besides the messages (once per run)."""
@@ -142,8 +157,8 @@ class RunCompaction:
         *,
         step: int,
         ids: tuple[str, str],
-        emit: Callable[[Event], None] | None,
-        trace: RunTrace | None,
+        emit: Callable[[Event], None],
+        trace: Trace,
         reports: list[CompactionReport],
     ) -> Sequence[Message]:
         """The view to send before model request ``step``; new records wait in ``pending``."""
@@ -158,10 +173,8 @@ class RunCompaction:
                 self.pending.extend(prepared.records)
             for report in prepared.reports:
                 reports.append(report)
-                if emit is not None:
-                    emit(CompactionEvent(ids[0], ids[1], step, report))
-                if trace is not None:
-                    trace.history_event(COMPACT_EVENT, report_attributes(report))
+                emit(CompactionEvent(ids[0], ids[1], step, report))
+                trace.history_event(COMPACT_EVENT, report_attributes(report))
         return prepared.messages
 
     async def flush(self, recorder: RunRecorder) -> None:
@@ -184,3 +197,60 @@ class RunCompaction:
     async def aclose(self) -> None:
         if self.compactor is not None:
             await self.compactor.aclose()
+
+    async def abandon(self) -> None:
+        """Cancel a background summary the run no longer needs (shielded: the run is ending)."""
+        with contextlib.suppress(asyncio.CancelledError):  # a second cancel: the run ends anyway
+            await asyncio.shield(self.aclose())
+
+
+class NoCompaction:
+    """The compaction of a run without ``compaction=``: the plain history is opened, the run's
+    own messages are sent (``prepare`` gives no view of its own), nothing is kept or closed."""
+
+    __slots__ = ()
+
+    def start(
+        self,
+        conversation_id: str,
+        *,
+        record: CompactionRecord | None,
+        offset: int,
+        exact: bool,
+        stored: bool,
+    ) -> None:
+        pass
+
+    async def open(self, recorder: RunRecorder, *, repair: bool) -> CompactedLog:
+        cid, history = await recorder.open(repair=repair)
+        return CompactedLog(cid, history)
+
+    def measure(self, instructions: str | None, definitions: Sequence[ToolDefinition]) -> None:
+        pass
+
+    async def prepare(
+        self,
+        messages: list[Message],
+        *,
+        step: int,
+        ids: tuple[str, str],
+        emit: Callable[[Event], None],
+        trace: Trace,
+        reports: list[CompactionReport],
+    ) -> Sequence[Message] | None:
+        return None
+
+    async def flush(self, recorder: RunRecorder) -> None:
+        pass
+
+    def view(self, messages: list[Message]) -> Sequence[Message] | None:
+        return None
+
+    async def aclose(self) -> None:
+        pass
+
+    async def abandon(self) -> None:
+        pass
+
+
+NO_COMPACTION = NoCompaction()
