@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -64,3 +65,40 @@ async def test_schema_per_store_isolates_and_bad_dsn_is_a_store_error(pg_dsn: st
     with pytest.raises(StoreError, match="PostgreSQL"):
         await broken.create(OWNER)
     await broken.close()
+
+
+async def test_a_durable_step_writes_in_one_statement_each(
+    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append at an expected version, a tool start and its finish are one statement each, in
+    autocommit (no BEGIN or COMMIT round trips); a conflict still names the stored version."""
+    import psycopg
+
+    statements: list[str] = []
+    transactions: list[object] = []
+    execute, transaction = psycopg.AsyncConnection.execute, psycopg.AsyncConnection.transaction
+
+    def counted_execute(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        statements.append(str(query)[:40])
+        return execute(self, query, *args, **kw)
+
+    def counted_transaction(self: Any, *args: Any, **kw: Any) -> Any:
+        transactions.append(self)
+        return transaction(self, *args, **kw)
+
+    async with PostgresStore(pg_dsn, schema=pg_schema) as store:
+        cid = await store.create(OWNER, "steps")
+        monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted_execute)
+        monkeypatch.setattr(psycopg.AsyncConnection, "transaction", counted_transaction)
+        assert await store.append(OWNER, cid, [user("a"), user("b")], expected_version=0) == 2
+        assert await store.record_tool_started(OWNER, cid, "run", "call", "charge", "{}")
+        await store.record_tool_finished(OWNER, cid, "run", "call")
+        assert (len(statements), transactions) == (3, [])
+        with pytest.raises(ConflictError) as info:
+            await store.append(OWNER, cid, [user("c")], expected_version=1)
+        assert (info.value.expected, info.value.actual) == (1, 2)
+        monkeypatch.undo()
+        loaded = await store.load(OWNER, cid)
+        assert ([m.text for m in loaded.messages], loaded.version) == (["a", "b"], 2)
+        assert (await store.info(OWNER, cid)).preview == "a"
+        assert [e.call_id for e in await store.pending_tool_effects(OWNER, cid)] == ["call"]

@@ -9,19 +9,37 @@ import psycopg
 
 from tether.stores._common import GUARD_PURGE_BATCH
 
-__all__ = ["claim", "finish_call", "pending_rows", "purge_guards", "start_call"]
+__all__ = [
+    "claim",
+    "finish_call",
+    "finish_call_at",
+    "pending_rows",
+    "purge_guards",
+    "start_call",
+    "start_call_at",
+]
 
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
+_COLUMNS = "conversation, call_id, run_id, tool_name, arguments_key, arguments, started_at"
 # a closed entry (result stored) of the same run and call id is a later call reusing the id: it
 # starts afresh; an open one means this very call was started before and must not run again
-_START = (
-    "INSERT INTO tether_tool_effects (conversation, call_id, run_id, tool_name, arguments_key, "
-    "arguments, started_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+_RESTART = (
     "ON CONFLICT (conversation, call_id, run_id) DO UPDATE SET tool_name = excluded.tool_name, "
     "arguments_key = excluded.arguments_key, arguments = excluded.arguments, "
     "started_at = excluded.started_at, finished_at = NULL, failed = FALSE, stored_seq = NULL "
     "WHERE tether_tool_effects.stored_seq IS NOT NULL"
+)
+_START = f"INSERT INTO tether_tool_effects ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) {_RESTART}"
+
+# ``start_call_at``: ``_START`` and the conversation's count of open entries in one statement, the
+# conversation found by owner and id (none: nothing is written)
+_START_AT = (
+    f"WITH started AS (INSERT INTO tether_tool_effects ({_COLUMNS}) SELECT pk, %s::text, %s::text, "
+    "%s::text, %s::text, %s::bytea, %s::double precision FROM tether_conversations "
+    f"WHERE owner = %s AND id = %s {_RESTART} RETURNING conversation) "
+    "UPDATE tether_conversations SET open_effects = open_effects + 1 "
+    "WHERE pk = (SELECT conversation FROM started)"
 )
 
 # Expired claims of other digests go first (a few, skipping rows another claim holds); then the
@@ -52,6 +70,35 @@ async def start_call(
         return False
     await conn.execute("UPDATE tether_conversations SET open_effects = open_effects + 1 WHERE pk = %s", (pk,))
     return True
+
+
+async def start_call_at(
+    conn: _Conn,
+    conversation: tuple[str, str],
+    run_id: str,
+    call_id: str,
+    tool_name: str,
+    sealed: tuple[str | None, bytes],
+    t: float,
+) -> bool:
+    """``start_call`` in one statement (atomic on its own) for the conversation ``(owner, id)``;
+    False when nothing was written: no such conversation, or an open entry exists."""
+    cursor = await conn.execute(_START_AT, (call_id, run_id, tool_name, *sealed, t, *conversation))
+    return cursor.rowcount == 1
+
+
+async def finish_call_at(
+    conn: _Conn, conversation: tuple[str, str], run_id: str, call_id: str, failed: bool, t: float
+) -> bool:
+    """``finish_call`` for the conversation ``(owner, id)``; False when there is no such entry
+    (or no such conversation)."""
+    cursor = await conn.execute(
+        "UPDATE tether_tool_effects SET finished_at = %s, failed = %s WHERE conversation = "
+        "(SELECT pk FROM tether_conversations WHERE owner = %s AND id = %s) "
+        "AND call_id = %s AND run_id = %s",
+        (t, failed, *conversation, call_id, run_id),
+    )
+    return cursor.rowcount == 1
 
 
 async def finish_call(conn: _Conn, pk: int, run_id: str, call_id: str, failed: bool, t: float) -> bool:

@@ -19,6 +19,7 @@ from tether.stores._base import BaseStore
 from tether.stores._common import (
     CONVERSATION_COLUMNS,
     DELETED,
+    MAX_COUNT,
     UNDELETE,
     BatchFacts,
     batch_facts,
@@ -52,6 +53,21 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["PostgresStore"]
 
 _OFF_LOOP_ROWS = 256  # decode bigger loads on a worker thread
+
+# ``PostgresStore._append_at``. Under READ COMMITTED the UPDATE waits for a concurrent writer of
+# the row and then re-checks its WHERE against the row that writer left: two appends expecting
+# one version cannot both pass. The preview is set only where there is none yet (SET reads the
+# row before the update); results skip this path when the conversation has open ledger entries.
+_APPEND_AT = (
+    "WITH moved AS (UPDATE tether_conversations SET version = %(version)s, updated_at = %(t)s, "
+    "last_model = COALESCE(%(model)s, last_model), "
+    "preview_key = CASE WHEN preview IS NULL THEN COALESCE(%(preview_key)s, preview_key) "
+    "ELSE preview_key END, preview = COALESCE(preview, %(preview)s) "
+    "WHERE owner = %(owner)s AND id = %(id)s AND version = %(expected)s "
+    "AND (open_effects = 0 OR NOT %(results)s) RETURNING pk) "
+    "INSERT INTO tether_messages (conversation, seq, key_id, data) SELECT moved.pk, r.* FROM moved, "
+    "unnest(%(seqs)s::bigint[], %(keys)s::text[], %(data)s::bytea[]) AS r"
+)
 
 
 class PostgresStore(BaseStore):
@@ -158,6 +174,10 @@ class PostgresStore(BaseStore):
     ) -> int:
         codec = self._codec
         await self._writable()
+        if expected_version is not None and encoded and expected_version + len(encoded) <= MAX_COUNT:
+            stored = await self._append_at(owner, conversation_id, encoded, facts, expected_version)
+            if stored is not None:
+                return stored
         async with self._db.tx() as conn:
             cursor = await conn.execute(
                 "SELECT pk, version, preview IS NULL, open_effects FROM tether_conversations "
@@ -213,6 +233,38 @@ class PostgresStore(BaseStore):
                     ),
                 )
             return new_version
+
+    async def _append_at(
+        self, owner: str, conversation_id: str, encoded: list[bytes], facts: BatchFacts, expected: int
+    ) -> int | None:
+        """The append of a batch expected at version ``expected`` in one statement (one round
+        trip, atomic on its own): the conversation row moves only from ``expected``, under its row
+        lock, and the batch goes in only if it moved. ``None`` when it did not (no such
+        conversation, another version, or results that may close ledger entries): the caller
+        takes the locked path, which tells these apart."""
+        codec = self._codec
+        rows = codec.seal(owner, conversation_id, expected + 1, encoded)
+        preview_key, preview = codec.seal_preview(owner, conversation_id, facts.preview)
+        new_version = expected + len(encoded)
+        async with self._db.tx(single=True) as conn:
+            cursor = await conn.execute(
+                _APPEND_AT,
+                {
+                    "owner": owner,
+                    "id": conversation_id,
+                    "expected": expected,
+                    "version": new_version,
+                    "t": self._clock(),
+                    "model": facts.last_model,
+                    "preview_key": preview_key,
+                    "preview": preview,
+                    "results": bool(facts.results),
+                    "seqs": [r[0] for r in rows],
+                    "keys": [r[1] for r in rows],
+                    "data": [r[2] for r in rows],
+                },
+            )
+            return new_version if cursor.rowcount == len(rows) else None
 
     async def _load(
         self, owner: str, conversation_id: str, tail: int | None, since: int | None, on_corrupt: OnCorrupt
@@ -342,14 +394,22 @@ class PostgresStore(BaseStore):
     ) -> bool:
         await self._writable()
         sealed = self._codec.seal_field(owner, conversation_id, "tool", call_id, arguments)
-        async with self._db.tx() as conn:
+        where = (owner, conversation_id)
+        async with self._db.tx(single=True) as conn:  # one round trip when the entry is new
+            if await ledger.start_call_at(conn, where, run_id, call_id, tool_name, sealed, self._clock()):
+                return True
+        async with self._db.tx() as conn:  # nothing written: tell no conversation from an open entry
             pk = (await self._row(conn, owner, conversation_id))[0]
             return await ledger.start_call(conn, pk, run_id, call_id, tool_name, sealed, self._clock())
 
     async def _record_tool_finished(
         self, owner: str, conversation_id: str, run_id: str, call_id: str, failed: bool
     ) -> None:
-        async with self._db.tx() as conn:
+        where = (owner, conversation_id)
+        async with self._db.tx(single=True) as conn:
+            if await ledger.finish_call_at(conn, where, run_id, call_id, failed, self._clock()):
+                return
+        async with self._db.tx() as conn:  # nothing written: which error
             pk = (await self._row(conn, owner, conversation_id))[0]
             if not await ledger.finish_call(conn, pk, run_id, call_id, failed, self._clock()):
                 raise unknown_call(call_id, run_id)
