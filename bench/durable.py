@@ -15,6 +15,13 @@ the continued run's first model request, p50 and p99 (with few kills p99 is the 
 Throughput: runs of 10 tool steps + an answer, one after the other, recorded in the store: 0.2
 (``TETHER_BENCH_BASELINE_SRC``, every step in memory, one write per run), this tree (every step
 written before the next), this tree as a ``DurableAgent`` (plus DBOS's workflow row per run).
+
+The service: ``tether serve`` (``--no-auth`` on loopback) with a run streaming its reply,
+SIGKILLed after its first text delta; on SQLite the same command starts again on the same
+database, on PostgreSQL a second process is already running. Measured: seconds from the SIGKILL
+to ``run.recovered`` (the run continues) and to ``run.completed``, p50 and p99; and runs/s of
+short runs through HTTP (start, stream to the end), 8 at a time, ``--durable`` (a DBOS workflow
+per run) against ``--no-durable``.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-SMOKE_NEEDS = ("dbos", "psycopg")
+SMOKE_NEEDS = ("dbos", "psycopg", "httpx")
 PG_DSN = os.environ.get("TETHER_BENCH_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 STEPS = 10
 HERE = Path(__file__).resolve().parent.parent
@@ -212,6 +219,160 @@ async def throughput(kind: str, mode: str, runs: int) -> dict[str, float]:
     return {"runs_s": runs / elapsed, "steps_s": runs * (STEPS + 1) / elapsed}
 
 
+# -- the service ------------------------------------------------------------------------------------
+def serve_slow() -> Any:
+    """The service's model: 30 words, one every 50 ms (a reply that streams for 1.5 s)."""
+    from tether.models.testing import FunctionModel
+
+    return FunctionModel(lambda messages, info: " ".join(["word"] * 30), name="bench-slow", delay=0.05)
+
+
+def serve_fast() -> Any:
+    """The service's model for throughput: a short answer at once."""
+    from tether.models.testing import FunctionModel
+
+    return FunctionModel(lambda messages, info: "done", name="bench-fast")
+
+
+class _Service:
+    """One ``tether serve`` process on loopback."""
+
+    def __init__(self, db: list[str], model: str, extra: Sequence[str] = (), port: int = 0) -> None:
+        import socket
+
+        if not port:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+        self.url = f"http://127.0.0.1:{port}"
+        self.port = port
+        args = [sys.executable, "-m", "tether.cli", "serve", *db, "--port", str(port), "--no-auth"]
+        args += ["--model", f"py:bench.durable:{model}", "--max-active-runs", "0", *extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+        self._wait_up()
+
+    def _wait_up(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("tether serve exited at start")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError("tether serve did not start")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+
+def _start(url: str) -> str:
+    import httpx
+
+    cid = httpx.post(f"{url}/v1/conversations", timeout=30).json()["id"]
+    r = httpx.post(f"{url}/v1/conversations/{cid}/runs", json={"prompt": "go"}, timeout=30)
+    return str(r.json()["id"])
+
+
+def _until(url: str, run_id: str, wanted: str, after: int = 0) -> tuple[float, int]:
+    """Read the run's events until one of type ``wanted``: when it came, and its seq."""
+    import httpx
+
+    headers = {"Last-Event-ID": str(after)}
+    with httpx.stream("GET", f"{url}/v1/runs/{run_id}/events", headers=headers, timeout=120) as r:
+        seq = 0
+        for line in r.iter_lines():
+            if line.startswith("id:"):
+                seq = int(line[3:])
+            elif line.startswith("data:") and json.loads(line[5:]).get("type") == wanted:
+                return time.time(), seq
+    raise RuntimeError(f"the stream ended without {wanted}")
+
+
+def serve_kill(kind: str, tmp: Path) -> tuple[float, float]:
+    """Seconds from SIGKILL to run.recovered and to run.completed."""
+    schema = f"bench_srv_{uuid.uuid4().hex[:8]}"
+    db = (
+        ["--db", str(tmp / f"{schema}.db")]
+        if kind == "sqlite"
+        else ["--postgres", PG_DSN, "--postgres-schema", schema]
+    )
+    services: list[_Service] = []
+    try:
+        first = _Service(db, "serve_slow")
+        services.append(first)
+        if kind != "sqlite":
+            services.append(_Service(db, "serve_slow"))
+        run_id = _start(first.url)
+        _until(first.url, run_id, "text.delta")
+        killed = time.time()
+        first.kill()
+        other = services[-1] if kind != "sqlite" else _Service(db, "serve_slow", port=first.port)
+        services.append(other)
+        moved, _ = _until(other.url, run_id, "run.recovered")
+        done, _ = _until(other.url, run_id, "run.completed")
+        return moved - killed, done - killed
+    finally:
+        for s in services:
+            s.kill()
+        if kind != "sqlite":
+            _drop([schema, schema + "_dbos"])
+
+
+def serve_throughput(kind: str, durable: bool, runs: int, tmp: Path) -> float:
+    """Runs per second of short runs through HTTP, 8 at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    schema = f"bench_srt_{uuid.uuid4().hex[:8]}"
+    db = (
+        ["--db", str(tmp / f"{schema}.db")]
+        if kind == "sqlite"
+        else ["--postgres", PG_DSN, "--postgres-schema", schema]
+    )
+    service = _Service(db, "serve_fast", [] if durable else ["--no-durable"])
+
+    def one(_: int) -> None:
+        _until(service.url, _start(service.url), "run.completed")
+
+    try:
+        one(0)  # warm-up
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(one, range(runs)))
+        return runs / (time.perf_counter() - t0)
+    finally:
+        service.kill()
+        if kind != "sqlite":
+            _drop([schema, schema + "_dbos"])
+
+
+def _pcts(values: Sequence[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+
+
+def service(kills: int, runs: int) -> None:
+    print(f"\ntether serve: SIGKILL mid-reply -> run.recovered / run.completed ({kills} kills)")
+    print(f"{'store':<10} {'moved p50':>10} {'moved p99':>10} {'done p50':>9} {'done p99':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("sqlite", "postgres"):
+            times = [serve_kill(kind, Path(tmp)) for _ in range(kills)]
+            m50, m99 = _pcts([t[0] for t in times])
+            d50, d99 = _pcts([t[1] for t in times])
+            print(f"{kind:<10} {m50:>10.2f} {m99:>10.2f} {d50:>9.2f} {d99:>9.2f}")
+        print(f"\ntether serve: {runs} short runs through HTTP, 8 at a time")
+        print(f"{'store':<10} {'--no-durable':>13} {'--durable':>10} {'ratio':>6}")
+        for kind in ("sqlite", "postgres"):
+            plain = serve_throughput(kind, False, runs, Path(tmp))
+            durable = serve_throughput(kind, True, runs, Path(tmp))
+            print(f"{kind:<10} {plain:>13.1f} {durable:>10.1f} {durable / plain:>6.2f}")
+
+
 def main(quick: bool, smoke: bool = False) -> None:
     kills, runs = (1, 2) if smoke else (4, 20) if quick else (10, 60)
     print(f"recovery: SIGKILL during a model request -> the continued run's first request ({kills} kills)")
@@ -230,6 +391,7 @@ def main(quick: bool, smoke: bool = False) -> None:
             done = subprocess.run(args, env=_env(src), capture_output=True, text=True, check=True)
             m = json.loads(done.stdout.strip().splitlines()[-1])
             print(f"{kind:<10} {label:<22} {m['runs_s']:>8.1f} {m['steps_s']:>9.0f}")
+    service(kills, 8 if smoke else 40 if quick else 120)
 
 
 if __name__ == "__main__":
