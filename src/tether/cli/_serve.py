@@ -277,7 +277,7 @@ def _announce(config: ServeConfig, workers: int) -> None:
     where = f"PostgreSQL {describe_dsn(dsn)}" if dsn else f"SQLite {path}"
     console.print(
         f"tether serve: http://{config.host}:{config.port} ({where}; model {config.model or 'local'}; "
-        f"workers {workers})"
+        f"workers {workers}; {'durable runs' if config.durable else 'runs end with their process'})"
     )
     if not config.auth:
         console.print(

@@ -20,6 +20,7 @@ which takes the run over in the event log (a compare-and-set on the dead holder 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +31,7 @@ from dbos import DBOS, SetWorkflowID
 
 from tether.agent import DeferredResults, Tool
 from tether.agent.durable import launch, recover, shutdown
-from tether.errors import UserError
+from tether.errors import StoreError, UserError
 
 from ._client_tools import FrontendTool
 from ._config import ServeConfig
@@ -40,6 +41,9 @@ from ._schemas import DecisionsIn
 __all__ = ["WORKFLOW_NAME", "DurableRuns", "RunHost", "RunInputs", "client_tools", "engine_for"]
 
 WORKFLOW_NAME = "tether.serve_run"
+MAX_EXECUTIONS = 10
+"""Executions of one run part before DBOS gives up on it (a run that took its process down nine
+times is a poison pill: the next process closes it as interrupted instead of dying with it)."""
 HOST_WAIT = 60.0
 """Seconds a workflow dequeued before this process's run manager is ready waits for it."""
 
@@ -108,7 +112,7 @@ async def _host() -> RunHost:
     return _hosts[0]
 
 
-@DBOS.workflow(name=WORKFLOW_NAME)
+@DBOS.workflow(name=WORKFLOW_NAME, max_recovery_attempts=MAX_EXECUTIONS)
 async def serve_run(inputs: str) -> str:
     """Run (or continue) one part of a service run; returns how it ended here."""
     host = await _host()
@@ -130,9 +134,12 @@ class DurableRuns:
         _hosts.append(host)
         try:
             launch(self.url, app="tether-serve", executor_id=executor_id, schema=self.schema)
-        except BaseException:
+        except Exception as exc:
             _hosts.clear()
-            raise
+            shown = re.sub(r"//[^@/]*@", "//", self.url)  # no password in the message
+            raise StoreError(
+                f"durable runs: DBOS could not start on {shown}: {exc} (or run with --no-durable)"
+            ) from exc
         self._launched = True
 
     async def start(self, inputs: RunInputs) -> None:
