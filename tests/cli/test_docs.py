@@ -66,6 +66,7 @@ def test_the_expected_commands_exist() -> None:
         "tether runs list",
         "tether runs show",
         "tether runs cancel",
+        "tether runs processes",
         "tether mcp",
     }
 

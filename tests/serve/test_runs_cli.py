@@ -68,3 +68,19 @@ def test_runs_cancel_stops_a_running_run_through_its_process(
         result = tether("runs", "cancel", run_id, *db.args(), "--owner", "ann", "--wait", "30")
         assert result.stdout.strip() == f"run {run_id}: canceled"
         assert wait_status(client, run_id, ("canceled",))["status"] == "canceled"
+
+
+def test_runs_processes_lists_the_live_processes_and_the_runs_they_hold(
+    db: Database, servers: Callable[..., Server]
+) -> None:
+    token = add_user(db, "ann")
+    server = servers(db, extra_env={"TETHER_TEST_WORD_DELAY": "0.2"})  # 40 words: 8 s
+    with server.client(token) as client:
+        run_id = start_run(client, new_conversation(client), "tell me the words")
+        read_events(client, run_id, stop_after=3)
+        listed = json.loads(tether("runs", "processes", *db.args(), "--json").stdout)
+    assert server.proc is not None
+    assert [(p["pid"], p["running_runs"]) for p in listed] == [(server.proc.pid, 1)]
+    assert 0 <= listed[0]["heartbeat_age"] < 5
+    table = tether("runs", "processes", *db.args()).stdout
+    assert str(server.proc.pid) in table

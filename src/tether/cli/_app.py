@@ -45,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "runs": (
         "tether.cli._runs",
         "runs_app",
-        "List, show and cancel the runs of tether serve (one owner's; --db or --postgres as for serve).",
+        "List, show and cancel the runs of tether serve (one owner's), and list its processes.",
     ),
     "mcp": (
         "tether.cli._mcp",

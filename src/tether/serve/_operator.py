@@ -1,5 +1,6 @@
 """What an operator does to the service's runs from outside it (``tether runs``): list, show and
-cancel run records in the service database, scoped to one owner like every other operation."""
+cancel run records in the service database, scoped to one owner like every other operation, and
+see the service's processes (which are alive, how many runs each holds)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import contextlib
 import importlib
 import time
+from collections import Counter
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,7 +16,7 @@ from typing import cast
 
 from tether.stores import SQLiteStore, Store
 from tether.stores import events as event_logs
-from tether.stores.events import EventLog, LoggedEvent, RunRecord, SQLiteEventLog
+from tether.stores.events import EventLog, LoggedEvent, ProcessInfo, RunRecord, SQLiteEventLog
 
 from ._events import RunCanceledEvent, encode_event
 
@@ -49,6 +51,13 @@ class RunLog:
             if not batch:
                 return record, events
             events.extend(batch)
+
+    async def processes(self) -> list[tuple[ProcessInfo, int]]:
+        """The service processes registered in the database (alive, or dead and not yet noticed)
+        with how many running runs each holds (counts only: no owner's runs are shown)."""
+        held = Counter(r.process_id for r in await self.events.active_runs())
+        listed = sorted(await self.events.processes(), key=lambda p: p.started_at)
+        return [(p, held.get(p.process_id, 0)) for p in listed]
 
     async def cancel(self, owner: str, run_id: str, *, wait: float = 10.0) -> RunRecord:
         """Stop a run: a paused one here (compare and set), a running one through its process,
