@@ -5,6 +5,7 @@ another live process (PostgreSQL), under the same run id, with one gapless event
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +73,9 @@ def test_a_run_killed_mid_stream_is_continued_by_the_next_start(
     assert events[-1].data["output"] == WORDS
     assert [m["role"] for m in messages] == ["user", "assistant"]  # no duplicate, no fragment
     assert _lines(effects, "request") == 2  # the request in flight, and its repetition: no more
+    if db.path is not None:  # DBOS's tables beside the service's, in write-ahead-log mode
+        with sqlite3.connect(f"{db.path}.dbos") as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_a_side_effect_killed_while_running_is_closed_never_run_again(
