@@ -20,10 +20,7 @@ which takes the run over in the event log (a compare-and-set on the dead holder 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import sqlite3
-import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Protocol
@@ -136,8 +133,6 @@ class DurableRuns:
             raise UserError("one durable tether service per process (DBOS is process-wide)")
         _hosts.append(host)
         try:
-            if self.url.startswith("sqlite:///"):
-                _write_ahead(self.url.removeprefix("sqlite:///"))
             launch(self.url, app="tether-serve", executor_id=executor_id, schema=self.schema)
         except Exception as exc:
             _hosts.clear()
@@ -176,23 +171,6 @@ class DurableRuns:
             self._launched = False
             shutdown()
         _hosts.clear()
-
-
-def _write_ahead(path: str) -> None:
-    """Put DBOS's SQLite file in write-ahead-log mode (kept in the file): DBOS opens it in the
-    rollback-journal default, where each workflow's writes cost journal files and fsyncs and a
-    reader blocks the writers (bench/durable.py: 0.28x the runs/s of --no-durable before, ~1x after and
-    on PostgreSQL)."""
-    deadline = time.monotonic() + 30
-    with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
-        while True:  # SQLite answers a mode switch racing another process at once, not after its busy wait
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
 
 
 def _postgres_url(dsn: str) -> str:
