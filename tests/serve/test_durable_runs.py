@@ -49,6 +49,16 @@ def _answer(client: httpx.Client, cid: str) -> list[dict[str, Any]]:
     return list(client.get(f"/v1/conversations/{cid}").json()["messages"])
 
 
+def _continued(server: Server, token: str, run_id: str, cid: str) -> tuple[list[Got], list[dict[str, Any]]]:
+    """Wait on ``server`` for the run to end completed; its events and the stored conversation."""
+    with server.client(token) as client:
+        record = wait_status(client, run_id, ("completed", "interrupted", "failed"), timeout=60)
+        events = read_events(client, run_id)
+        messages = _answer(client, cid)
+    assert record["status"] == "completed", server.log()
+    return events, messages
+
+
 def test_a_run_killed_mid_stream_is_continued_by_the_next_start(
     db: Database, servers: Callable[..., Server], effects: Path
 ) -> None:
@@ -61,11 +71,7 @@ def test_a_run_killed_mid_stream_is_continued_by_the_next_start(
     first.kill()
     assert seen[-1].data["type"] == "text.delta"
     again = servers(db, model=COUNTED, extra_env=SLOW)
-    with again.client(token) as client:
-        record = wait_status(client, run_id, ("completed", "interrupted", "failed"), timeout=60)
-        events = read_events(client, run_id)
-        messages = _answer(client, cid)
-    assert record["status"] == "completed", again.log()
+    events, messages = _continued(again, token, run_id, cid)
     moved = _check_log(events)
     assert moved.data["repeats"] == "model_request"
     assert moved.data["stored"] == 1  # the prompt was stored before the first request
@@ -92,11 +98,7 @@ def test_a_side_effect_killed_while_running_is_closed_never_run_again(
         time.sleep(0.05)
     first.kill()
     again = servers(db)
-    with again.client(token) as client:
-        record = wait_status(client, run_id, ("completed", "interrupted", "failed"), timeout=60)
-        events = read_events(client, run_id)
-        messages = _answer(client, cid)
-    assert record["status"] == "completed", again.log()
+    events, messages = _continued(again, token, run_id, cid)
     moved = _check_log(events)
     assert moved.data["repeats"] == "tool_calls"
     assert _lines(effects, "charged") == 1  # started once, never again
@@ -118,11 +120,7 @@ def test_a_run_still_going_after_the_drain_is_handed_on_not_interrupted(
     assert first.proc is not None
     assert first.proc.returncode is not None
     again = servers(db, model=COUNTED, extra_env=SLOW)
-    with again.client(token) as client:
-        record = wait_status(client, run_id, ("completed", "interrupted", "failed"), timeout=60)
-        events = read_events(client, run_id)
-        messages = _answer(client, cid)
-    assert record["status"] == "completed", again.log()
+    events, messages = _continued(again, token, run_id, cid)
     moved = _check_log(events)
     assert moved.data["repeats"] == "model_request"
     assert [m["role"] for m in messages] == ["user", "assistant"]  # the handed-on turn stored nothing
