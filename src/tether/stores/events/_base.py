@@ -2,7 +2,9 @@
 arguments (the same ``TetherError`` for the same bad input on every backend), turns them into a
 checked request (``Start``, ``Append``, ``TakeOver``: the run-state rules) and calls the backend's
 underscored hook; after a commit it publishes the new events to the live tail and builds the
-result. A backend (``MemoryEventLog``, ``SQLiteEventLog``, ``PostgresEventLog``) is its storage."""
+result. ``BaseUserStore`` does the same for ``UserStore`` (names checked, tokens made and
+compared here). A backend (``MemoryEventLog``, ``SQLiteEventLog``, ``PostgresEventLog``) is its
+storage."""
 
 from __future__ import annotations
 
@@ -13,11 +15,79 @@ from collections.abc import Callable, Sequence
 from tether.stores._common import check_id, to_datetime
 from tether.stores.events._common import Append, Start, TakeOver, check_events, check_run_args
 from tether.stores.events._log import LiveTail, LoggedEvent, ProcessInfo, RunRecord, RunStatus, run_not_found
+from tether.stores.events._users import (
+    UserInfo,
+    check_new_user_name,
+    check_user_name,
+    new_token,
+    token_digest,
+    token_matches,
+    well_formed,
+)
 
-__all__ = ["BaseEventLog"]
+__all__ = ["BaseEventLog", "BaseUserStore"]
 
 
-class BaseEventLog(ABC):
+class BaseUserStore(ABC):
+    """The checked ``UserStore`` methods over a backend's hooks. A subclass sets ``_clock``."""
+
+    _clock: Callable[[], float]
+
+    async def add_user(self, name: str) -> str:
+        """See ``UserStore.add_user``."""
+        check_new_user_name(name)
+        token = new_token()
+        await self._add_user(name, token_digest(token), self._clock())
+        return token
+
+    async def add_token(self, name: str) -> str:
+        """See ``UserStore.add_token``."""
+        check_user_name(name)
+        token = new_token()
+        await self._add_token(name, token_digest(token), self._clock())
+        return token
+
+    async def revoke_user(self, name: str) -> None:
+        """See ``UserStore.revoke_user``."""
+        await self._revoke_user(name, self._clock())
+
+    async def authenticate(self, token: str) -> str | None:
+        """See ``UserStore.authenticate``: a token of the wrong shape is looked up nowhere; the
+        stored digest is compared in constant time."""
+        if not isinstance(token, str) or not well_formed(token):  # pyright: ignore[reportUnnecessaryIsInstance]
+            return None
+        found = await self._active_token(token_digest(token))
+        if found is None or not token_matches(token, found[0]):
+            return None
+        return found[1]
+
+    @abstractmethod
+    async def users(self) -> list[UserInfo]:
+        """See ``UserStore.users``."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release connections and threads. Idempotent."""
+
+    @abstractmethod
+    async def _add_user(self, name: str, digest: str, t: float) -> None:
+        """Insert user ``name`` made at ``t`` with its first token; ``ConflictError`` if the name exists."""
+
+    @abstractmethod
+    async def _add_token(self, name: str, digest: str, t: float) -> None:
+        """Insert a token of ``name``; ``NotFound`` unless ``name`` is an active user."""
+
+    @abstractmethod
+    async def _revoke_user(self, name: str, t: float) -> None:
+        """Revoke ``name`` (if not already) and its active tokens at ``t``; ``NotFound`` for an
+        unknown name."""
+
+    @abstractmethod
+    async def _active_token(self, digest: str) -> tuple[str, str] | None:
+        """(stored digest, user name) of the token with ``digest`` when it and its user are active."""
+
+
+class BaseEventLog(BaseUserStore):
     """The checked ``EventLog`` methods over a backend's hooks (``_start_run``, ``_append``, ...):
     each hook receives validated arguments and does the storage part only. A subclass sets
     ``_clock`` and ``_tail`` (this process's ``LiveTail``)."""
@@ -139,10 +209,6 @@ class BaseEventLog(ABC):
 
     @abstractmethod
     async def forget_process(self, process_id: str) -> None: ...
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Release connections and threads. Idempotent."""
 
     # -- the backend's hooks: arguments checked ------------------------------------------------
     @abstractmethod

@@ -20,14 +20,7 @@ from tether.stores.events._log import (
     RunStatus,
     run_not_found,
 )
-from tether.stores.events._users import (
-    UserInfo,
-    check_new_user_name,
-    check_user_name,
-    new_token,
-    token_digest,
-    well_formed,
-)
+from tether.stores.events._users import UserInfo
 
 __all__ = ["MemoryEventLog"]
 
@@ -223,32 +216,22 @@ class MemoryEventLog(BaseEventLog):
         with self._lock:
             return self._secrets.setdefault(name, fresh)
 
-    # -- users --------------------------------------------------------------------------------
-    async def add_user(self, name: str) -> str:
-        """See ``UserStore.add_user``."""
-        check_new_user_name(name)
-        token = new_token()
+    # -- users: the hooks and the read ---------------------------------------------------------
+    async def _add_user(self, name: str, digest: str, t: float) -> None:
         with self._lock:
             if name in self._users:
                 raise ConflictError(f"user {name!r} exists (names are never reused)", expected=0, actual=1)
-            self._users[name] = _User(self._clock())
-            self._tokens[token_digest(token)] = (name, None)
-        return token
+            self._users[name] = _User(t)
+            self._tokens[digest] = (name, None)
 
-    async def add_token(self, name: str) -> str:
-        """See ``UserStore.add_token``."""
-        check_user_name(name)
-        token = new_token()
+    async def _add_token(self, name: str, digest: str, t: float) -> None:
         with self._lock:
             user = self._users.get(name)
             if user is None or user.revoked_at is not None:
                 raise NotFound(f"no active user {name!r}")
-            self._tokens[token_digest(token)] = (name, None)
-        return token
+            self._tokens[digest] = (name, None)
 
-    async def revoke_user(self, name: str) -> None:
-        """See ``UserStore.revoke_user``."""
-        t = self._clock()
+    async def _revoke_user(self, name: str, t: float) -> None:
         with self._lock:
             user = self._users.get(name)
             if user is None:
@@ -271,19 +254,13 @@ class MemoryEventLog(BaseEventLog):
                 for name, u in sorted(self._users.items())
             ]
 
-    async def authenticate(self, token: str) -> str | None:
-        """See ``UserStore.authenticate``."""
-        if not isinstance(token, str) or not well_formed(token):  # pyright: ignore[reportUnnecessaryIsInstance]
-            return None
-        digest = token_digest(token)
+    async def _active_token(self, digest: str) -> tuple[str, str] | None:
         with self._lock:
             found = self._tokens.get(digest)
             if found is None or found[1] is not None:
                 return None
             user = self._users.get(found[0])
-            if user is None or user.revoked_at is not None:
-                return None
-        return found[0]  # found by its digest: the comparison was the dictionary's
+            return (digest, found[0]) if user is not None and user.revoked_at is None else None
 
     async def close(self) -> None:
         """Nothing to release."""
