@@ -7,7 +7,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from tether.errors import ConflictError, NotFound
 from tether.stores._common import now, to_datetime
 from tether.stores.events._base import BaseEventLog
 from tether.stores.events._common import Append, Start, TakeOver, refuse_active
@@ -20,7 +19,7 @@ from tether.stores.events._log import (
     RunStatus,
     run_not_found,
 )
-from tether.stores.events._users import UserInfo
+from tether.stores.events._users import UserInfo, no_active_user, no_user, user_exists
 
 __all__ = ["MemoryEventLog"]
 
@@ -220,7 +219,7 @@ class MemoryEventLog(BaseEventLog):
     async def _add_user(self, name: str, digest: str, t: float) -> None:
         with self._lock:
             if name in self._users:
-                raise ConflictError(f"user {name!r} exists (names are never reused)", expected=0, actual=1)
+                raise user_exists(name)
             self._users[name] = _User(t)
             self._tokens[digest] = (name, None)
 
@@ -228,14 +227,14 @@ class MemoryEventLog(BaseEventLog):
         with self._lock:
             user = self._users.get(name)
             if user is None or user.revoked_at is not None:
-                raise NotFound(f"no active user {name!r}")
+                raise no_active_user(name)
             self._tokens[digest] = (name, None)
 
     async def _revoke_user(self, name: str, t: float) -> None:
         with self._lock:
             user = self._users.get(name)
             if user is None:
-                raise NotFound(f"no user {name!r}")
+                raise no_user(name)
             user.revoked_at = user.revoked_at or t
             for digest, (owner, revoked) in list(self._tokens.items()):
                 if owner == name and revoked is None:
