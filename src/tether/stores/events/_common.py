@@ -1,5 +1,6 @@
-"""What the event logs share: the argument checks, the row → record mapping, the take-over rule,
-the group commit of appends, and what runs a statement (``Queries``)."""
+"""What the event logs share: the argument checks, the row → record mapping, the run-state rules
+(``Start``, ``Append``, ``TakeOver``: a checked request and what it allows), the group commit of
+appends, and what runs a statement (``Queries``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from tether.errors import ConflictError, UserError
+from tether.errors import ConflictError, TetherError, UserError
 from tether.stores._common import check_id, to_datetime
-from tether.stores.events._log import ACTIVE, LiveTail, LoggedEvent, RunRecord, RunStatus, busy
+from tether.stores.events._log import (
+    ACTIVE,
+    ActiveRunLimit,
+    LiveTail,
+    LoggedEvent,
+    RunRecord,
+    RunStatus,
+    busy,
+    conversation_deleted,
+    run_not_found,
+)
 
 __all__ = [
     "Append",
@@ -18,14 +29,13 @@ __all__ = [
     "OwnerCache",
     "Queries",
     "Row",
+    "Start",
     "TakeOver",
     "check_events",
     "check_run_args",
     "check_status",
     "not_held",
-    "publish_appended",
     "refuse_active",
-    "settle",
     "to_record",
 ]
 
@@ -106,14 +116,33 @@ def refuse_active(conversation_id: str, rows: Sequence[Row]) -> list[str]:
     return [r for r, _ in rows]
 
 
-def publish_appended(
-    tail: LiveTail, run_id: str, last: int, events: Sequence[bytes], status: RunStatus | None
-) -> int:
-    """Publish the committed ``events`` appended after seq ``last`` (the run left the running
-    state when ``status`` says so); return the seq of the last one."""
-    logged = [LoggedEvent(last + 1 + i, data) for i, data in enumerate(events)]
-    tail.publish(run_id, logged, local=True, final=status not in (None, "running"))
-    return last + len(events)
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A checked ``start_run``: the new ``running`` run (``record``, made at ``t``), its event 1,
+    and the owner's limit of active runs (0: none)."""
+
+    record: RunRecord
+    event: bytes
+    t: float
+    max_active: int
+
+    def refuse(self, *, deleted: bool, active: int, busy_run: str | None) -> None:
+        """Raise why the run may not start: its conversation was deleted, the owner has
+        ``active`` runs (the limit), or ``busy_run`` is the conversation's active run."""
+        if deleted:
+            raise conversation_deleted(self.record.conversation_id)
+        if self.max_active and active >= self.max_active:
+            raise ActiveRunLimit(self.record.owner, self.max_active)
+        if busy_run is not None:
+            raise busy(self.record.conversation_id, busy_run)
+
+    def taken(self) -> ConflictError:
+        """The error of a run id already used."""
+        return ConflictError(f"run id {self.record.run_id!r} is taken", expected=0, actual=1)
+
+    def publish(self, tail: LiveTail) -> None:
+        """Publish the committed event 1."""
+        tail.publish(self.record.run_id, [LoggedEvent(1, self.event)], local=True, final=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,28 +193,65 @@ class TakeOver:
         )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Append:
-    """One run's append waiting for the next group commit."""
+    """A checked ``append``: ``events`` for a run held by ``process_id``, moving it to ``status``
+    when given; ``pause_id`` and ``pause`` are kept only when that is ``paused``."""
 
     run_id: str
     process_id: str
-    events: list[bytes]
-    status: RunStatus | None
-    pause_id: str | None
-    pause: bytes | None
-    future: asyncio.Future[int]
+    events: Sequence[bytes]
+    status: RunStatus | None = None
+    pause_id: str | None = None
+    pause: bytes | None = None
+
+    @classmethod
+    def checked(
+        cls,
+        run_id: str,
+        process_id: str,
+        events: Sequence[bytes],
+        status: RunStatus | None,
+        pause_id: str | None,
+        pause: bytes | None,
+    ) -> Append:
+        check_events(events)
+        if status is not None:
+            check_status(status)
+        if status != "paused":
+            pause_id = pause = None
+        return cls(run_id, process_id, list(events), status, pause_id, pause)
+
+    def refusal(self, status: str | None, holder: str | None) -> TetherError | None:
+        """Why the run (``status`` ``None``: no such run) refuses this append, or ``None``."""
+        if status is None:
+            return run_not_found(self.run_id)
+        if status != "running" or holder != self.process_id:
+            return not_held(self.run_id, status, holder, self.process_id)
+        return None
+
+    @property
+    def status_after(self) -> RunStatus:
+        """The run's status once appended (it was ``running``: nothing else is appended to)."""
+        return self.status or "running"
+
+    def publish(self, tail: LiveTail, last: int) -> int:
+        """Publish the committed events, appended after seq ``last`` (the run left the running
+        state when ``status`` says so); return the seq of the last one."""
+        logged = [LoggedEvent(last + 1 + i, data) for i, data in enumerate(self.events)]
+        tail.publish(self.run_id, logged, local=True, final=self.status not in (None, "running"))
+        return last + len(self.events)
 
 
-def settle(batch: Sequence[Append], outcomes: Sequence[int | BaseException]) -> None:
+def _settle(futures: Sequence[asyncio.Future[int]], outcomes: Sequence[int | BaseException]) -> None:
     """Hand each append of a group commit its last seq before, or its error."""
-    for item, outcome in zip(batch, outcomes, strict=True):
-        if item.future.done():
+    for future, outcome in zip(futures, outcomes, strict=True):
+        if future.done():
             continue
         if isinstance(outcome, BaseException):
-            item.future.set_exception(outcome)
+            future.set_exception(outcome)
         else:
-            item.future.set_result(outcome)
+            future.set_result(outcome)
 
 
 class GroupCommit:
@@ -198,23 +264,15 @@ class GroupCommit:
     ) -> None:
         self._commit = commit
         self._in_flight = in_flight
-        self._waiting: list[Append] = []
+        self._waiting: list[tuple[Append, asyncio.Future[int]]] = []
         self._committers = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def submit(
-        self,
-        run_id: str,
-        process_id: str,
-        events: Sequence[bytes],
-        status: RunStatus | None,
-        pause_id: str | None,
-        pause: bytes | None,
-    ) -> int:
+    async def submit(self, item: Append) -> int:
         """Wait for the commit of one append; its run's last seq before it."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
-        self._waiting.append(Append(run_id, process_id, list(events), status, pause_id, pause, future))
+        self._waiting.append((item, future))
         if self._committers < self._in_flight:
             self._committers += 1
             task = loop.create_task(self._committer())
@@ -225,13 +283,14 @@ class GroupCommit:
     async def _committer(self) -> None:
         try:
             while self._waiting:
-                batch, self._waiting = self._waiting, []
+                waiting, self._waiting = self._waiting, []
+                futures = [future for _, future in waiting]
                 try:
-                    outcomes = await self._commit(batch)
+                    outcomes = await self._commit([item for item, _ in waiting])
                 except Exception as exc:  # the transaction failed: every append of it did
-                    settle(batch, [exc] * len(batch))
+                    _settle(futures, [exc] * len(futures))
                     continue
-                settle(batch, outcomes)
+                _settle(futures, outcomes)
         finally:
             self._committers -= 1
 

@@ -16,15 +16,8 @@ from typing import Literal
 from tether.errors import ConflictError, MissingExtra, StoreError
 from tether.stores._common import check_id, now
 from tether.stores.events import _statements as sql
-from tether.stores.events._common import Append, Row, TakeOver, not_held, refuse_active, to_record
-from tether.stores.events._log import (
-    ActiveRunLimit,
-    LoggedEvent,
-    RunRecord,
-    busy,
-    conversation_deleted,
-    run_not_found,
-)
+from tether.stores.events._common import Append, Row, Start, TakeOver, not_held, refuse_active, to_record
+from tether.stores.events._log import ActiveRunLimit, LoggedEvent, RunRecord, busy, run_not_found
 from tether.stores.events._migrations import FAMILY, POSTGRES
 from tether.stores.events._sql import SQLEventLog
 
@@ -166,38 +159,33 @@ class _PostgresRuns:
             await conn.execute(qmark(query), params)
 
     # -- RunTables ----------------------------------------------------------------------------
-    async def start_run(
-        self,
-        owner: str,
-        conversation_id: str,
-        run_id: str,
-        process_id: str,
-        event: bytes,
-        t: float,
-        max_active: int,
-    ) -> None:
+    async def start_run(self, start: Start) -> None:
         """See ``RunTables.start_run``: the owner's advisory lock (taken by every process's
         ``start_run`` and ``delete_runs``) makes the checks and the insert one step; the
         partial unique index refuses a second active run in any case."""
+        r = start.record
+        t = start.t
         try:
             async with self._pool.tx(unique=True) as conn:
-                await conn.execute(_OWNER_LOCK, (owner,))
-                cursor = await conn.execute(qmark(sql.IS_DELETED), (owner, conversation_id))
-                if await cursor.fetchone() is not None:
-                    raise conversation_deleted(conversation_id)
-                if max_active:
-                    cursor = await conn.execute(qmark(sql.ACTIVE_COUNT), (owner,))
+                await conn.execute(_OWNER_LOCK, (r.owner,))
+                cursor = await conn.execute(qmark(sql.IS_DELETED), (r.owner, r.conversation_id))
+                deleted = await cursor.fetchone() is not None
+                active = 0
+                if start.max_active and not deleted:
+                    cursor = await conn.execute(qmark(sql.ACTIVE_COUNT), (r.owner,))
                     row = await cursor.fetchone()
-                    if row is not None and int(row[0]) >= max_active:
-                        raise ActiveRunLimit(owner, max_active)
-                await conn.execute(qmark(sql.INSERT_RUN), (run_id, owner, conversation_id, t, t, process_id))
-                await conn.execute(qmark(sql.INSERT_FIRST_EVENT), (run_id, t, event))
-                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, run_id))
+                    active = int(row[0]) if row is not None else 0
+                start.refuse(deleted=deleted, active=active, busy_run=None)
+                await conn.execute(
+                    qmark(sql.INSERT_RUN), (r.run_id, r.owner, r.conversation_id, t, t, r.process_id)
+                )
+                await conn.execute(qmark(sql.INSERT_FIRST_EVENT), (r.run_id, t, start.event))
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, r.run_id))
         except ActiveRunLimit:
             raise
         except ConflictError:
-            active = await self.one(sql.ACTIVE_RUN, (owner, conversation_id))
-            raise busy(conversation_id, active[0] if active is not None else None) from None
+            active_run = await self.one(sql.ACTIVE_RUN, (r.owner, r.conversation_id))
+            raise busy(r.conversation_id, active_run[0] if active_run is not None else None) from None
 
     async def append_batch(self, batch: list[Append], t: float) -> Sequence[int | BaseException]:
         """See ``RunTables.append_batch``. One statement (one round trip, its own transaction)
@@ -213,14 +201,13 @@ class _PostgresRuns:
             unique.append(item)
         rest = batch[len(unique) :]
         runs = [item.run_id for item in unique]
-        paused = [item.status == "paused" for item in unique]
         params = (
             runs,
             [item.process_id for item in unique],
             [len(item.events) for item in unique],
             [item.status for item in unique],
-            [item.pause_id if p else None for item, p in zip(unique, paused, strict=True)],
-            [item.pause if p else None for item, p in zip(unique, paused, strict=True)],
+            [item.pause_id for item in unique],
+            [item.pause for item in unique],
             t,
             [item.run_id for item in unique for _ in item.events],
             [k for item in unique for k in range(1, len(item.events) + 1)],

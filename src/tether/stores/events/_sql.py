@@ -1,35 +1,24 @@
 """``SQLEventLog``: the ``EventLog`` both SQL databases share, over the statements of one
 database (``RunTables``, ``Queries``).
 
-What is the same on SQLite and PostgreSQL lives here: the argument checks, the group commit of
-appends, the owner cache and the live tail (readers of this process's runs are served from
-memory), the records built from rows, and the reads that are one statement. A backend
+What is the same on SQLite and PostgreSQL lives here (the contract and its checks are
+``BaseEventLog``'s): the group commit of appends, the owner cache and the live tail (readers of
+this process's runs are served from memory), the records built from rows, and the reads that are
+one statement. A backend
 (``SQLiteEventLog``, ``PostgresEventLog``) supplies its transactions, its connection and how a
 reader of another process's run learns of new events (``_follow_interval``).
 """
 
 from __future__ import annotations
 
-import secrets
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Protocol, Self
 
-from tether.stores._common import check_id, to_datetime
 from tether.stores.events import _statements as sql
-from tether.stores.events._common import (
-    Append,
-    GroupCommit,
-    OwnerCache,
-    Queries,
-    TakeOver,
-    check_events,
-    check_run_args,
-    check_status,
-    publish_appended,
-    to_record,
-)
-from tether.stores.events._log import LiveTail, LoggedEvent, ProcessInfo, RunRecord, RunStatus, run_not_found
+from tether.stores.events._base import BaseEventLog
+from tether.stores.events._common import Append, GroupCommit, OwnerCache, Queries, Start, TakeOver, to_record
+from tether.stores.events._log import LiveTail, LoggedEvent, ProcessInfo, RunRecord, run_not_found
 from tether.stores.events._users_sql import SQLUserStore, UserTables
 
 __all__ = ["RunTables", "SQLEventLog"]
@@ -38,21 +27,10 @@ __all__ = ["RunTables", "SQLEventLog"]
 class RunTables(Protocol):
     """The transactions of the runs, events and secrets tables in one database (its SQL)."""
 
-    async def start_run(
-        self,
-        owner: str,
-        conversation_id: str,
-        run_id: str,
-        process_id: str,
-        event: bytes,
-        t: float,
-        max_active: int,
-    ) -> None:
-        """Insert a ``running`` run and its event 1 at ``t``, in one transaction that first
-        checks (serialized per owner, across processes) that the conversation was not deleted
-        (``conversation_deleted``), that ``owner`` has fewer than ``max_active`` active runs
-        (``ActiveRunLimit``; 0: no limit) and none on the conversation (``busy``);
-        ``ConflictError`` when the run id is taken."""
+    async def start_run(self, start: Start) -> None:
+        """Insert ``start.record`` and its event 1, in one transaction that first checks
+        (serialized per owner, across processes) what ``start.refuse`` refuses; ``start.taken``
+        when the run id is taken."""
         ...
 
     async def append_batch(self, batch: list[Append], t: float) -> Sequence[int | BaseException]:
@@ -82,7 +60,7 @@ class RunTables(Protocol):
         ...
 
 
-class SQLEventLog(SQLUserStore):
+class SQLEventLog(SQLUserStore, BaseEventLog):
     """An ``EventLog`` and ``UserStore`` over ``db`` (single statements) and the transactions
     of ``runs`` and ``users``. Up to ``in_flight`` group commits run at once."""
 
@@ -118,74 +96,38 @@ class SQLEventLog(SQLUserStore):
         """How long a reader of a run held elsewhere waits before it reads again."""
         return self.poll_interval
 
-    # -- runs -------------------------------------------------------------------------------
-    async def start_run(
-        self,
-        owner: str,
-        conversation_id: str,
-        run_id: str,
-        process_id: str,
-        event: bytes,
-        *,
-        max_active: int = 0,
-    ) -> RunRecord:
-        """See ``EventLog.start_run``."""
-        check_run_args(owner, conversation_id, run_id, process_id)
-        check_events([event])
-        t = self._clock()
-        await self._run_tables.start_run(owner, conversation_id, run_id, process_id, event, t, max_active)
-        self._owners.put(run_id, owner)
-        self._tail.publish(run_id, [LoggedEvent(1, event)], local=True, final=False)
-        return RunRecord(
-            run_id, owner, conversation_id, "running", to_datetime(t), to_datetime(t), 1, process_id
-        )
+    # -- runs: the hooks --------------------------------------------------------------------
+    async def _start_run(self, start: Start) -> None:
+        await self._run_tables.start_run(start)
+        self._owners.put(start.record.run_id, start.record.owner)
 
-    async def append(
-        self,
-        run_id: str,
-        process_id: str,
-        events: Sequence[bytes],
-        *,
-        status: RunStatus | None = None,
-        pause_id: str | None = None,
-        pause: bytes | None = None,
-    ) -> int:
-        """See ``EventLog.append``. Appends of concurrent runs are committed together (group
-        commit): one transaction carries whatever arrived while the previous one committed."""
-        check_events(events)
-        if status is not None:
-            check_status(status)
-        last = await self._commits.submit(run_id, process_id, events, status, pause_id, pause)
-        return publish_appended(self._tail, run_id, last, events, status)
+    async def _append(self, item: Append) -> int:
+        """Appends of concurrent runs are committed together (group commit): one transaction
+        carries whatever arrived while the previous one committed."""
+        return await self._commits.submit(item)
 
     async def _commit(self, batch: list[Append]) -> Sequence[int | BaseException]:
         return await self._run_tables.append_batch(batch, self._clock())
 
-    async def take_over(
-        self,
-        run_id: str,
-        *,
-        from_status: RunStatus,
-        to_status: RunStatus,
-        event: bytes,
-        process_id: str | None = None,
-        holder: str | None = None,
-        pause_id: str | None = None,
-    ) -> RunRecord | None:
-        """See ``EventLog.take_over``."""
-        change = TakeOver(from_status, to_status, event, process_id, holder, pause_id)
-        before = await self._run_tables.take_over(run_id, change, self._clock())
-        if before is not None:
-            change.publish(self._tail, run_id, before.last_seq + 1)
-        return before
+    async def _take_over(self, run_id: str, change: TakeOver, t: float) -> RunRecord | None:
+        return await self._run_tables.take_over(run_id, change, t)
 
-    async def request_cancel(self, owner: str, run_id: str) -> RunRecord:
-        """See ``EventLog.request_cancel``."""
-        record = await self._run_tables.request_cancel(owner, run_id, self._clock())
-        if record is None:
-            raise run_not_found(run_id)
-        return record
+    async def _request_cancel(self, owner: str, run_id: str) -> RunRecord | None:
+        return await self._run_tables.request_cancel(owner, run_id, self._clock())
 
+    async def _get_run(self, owner: str, run_id: str) -> RunRecord | None:
+        row = await self._db.one(sql.OWNED_RUN, (run_id, owner))
+        if row is None:
+            return None
+        self._owners.put(run_id, owner)
+        return to_record(row)
+
+    async def _delete_runs(self, owner: str, conversation_id: str) -> int:
+        deleted = await self._run_tables.delete_runs(owner, conversation_id, self._clock())
+        self._owners.drop(deleted)
+        return len(deleted)
+
+    # -- runs: the reads --------------------------------------------------------------------
     async def cancel_requests(self, process_id: str) -> list[str]:
         """See ``EventLog.cancel_requests``."""
         rows = await self._db.all(
@@ -194,16 +136,6 @@ class SQLEventLog(SQLUserStore):
             (process_id,),
         )
         return [r[0] for r in rows]
-
-    async def get_run(self, owner: str, run_id: str) -> RunRecord:
-        """See ``EventLog.get_run``."""
-        check_id(owner, "owner")
-        check_id(run_id, "run_id")
-        row = await self._db.one(sql.OWNED_RUN, (run_id, owner))
-        if row is None:
-            raise run_not_found(run_id)
-        self._owners.put(run_id, owner)
-        return to_record(row)
 
     async def runs(
         self, owner: str, conversation_id: str, *, limit: int = 50, active_only: bool = False
@@ -253,18 +185,8 @@ class SQLEventLog(SQLUserStore):
         await self._tail.wait(run_id, after_seq, self._follow_interval(timeout))
         return True
 
-    async def delete_runs(self, owner: str, conversation_id: str) -> int:
-        """See ``EventLog.delete_runs``."""
-        check_id(owner, "owner")
-        check_id(conversation_id, "conversation_id")
-        deleted = await self._run_tables.delete_runs(owner, conversation_id, self._clock())
-        self._owners.drop(deleted)
-        return len(deleted)
-
     # -- processes and secrets ------------------------------------------------------------------
-    async def heartbeat(self, process_id: str, host: str, pid: int) -> None:
-        """See ``EventLog.heartbeat``."""
-        t = self._clock()
+    async def _heartbeat(self, process_id: str, host: str, pid: int, t: float) -> None:
         await self._db.execute(
             "INSERT INTO tether_serve_processes (process_id, host, pid, started_at, heartbeat_at) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (process_id) DO UPDATE SET "
@@ -283,6 +205,5 @@ class SQLEventLog(SQLUserStore):
         """See ``EventLog.forget_process``."""
         await self._db.execute("DELETE FROM tether_serve_processes WHERE process_id = ?", (process_id,))
 
-    async def secret(self, name: str, size: int = 32) -> bytes:
-        """See ``EventLog.secret``."""
-        return await self._run_tables.secret(name, secrets.token_bytes(size))
+    async def _secret(self, name: str, fresh: bytes) -> bytes:
+        return await self._run_tables.secret(name, fresh)

@@ -11,18 +11,11 @@ import os
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from tether.errors import ConflictError, TetherError
+from tether.errors import TetherError
 from tether.stores._common import now
 from tether.stores.events import _statements as sql
-from tether.stores.events._common import Append, TakeOver, not_held, refuse_active, to_record
-from tether.stores.events._log import (
-    ActiveRunLimit,
-    LoggedEvent,
-    RunRecord,
-    busy,
-    conversation_deleted,
-    run_not_found,
-)
+from tether.stores.events._common import Append, Start, TakeOver, refuse_active, to_record
+from tether.stores.events._log import LoggedEvent, RunRecord, run_not_found
 from tether.stores.events._migrations import FAMILY, SQLITE
 from tether.stores.events._sql import SQLEventLog
 from tether.stores.events._users_sqlite import SQLiteUsers
@@ -68,32 +61,22 @@ class _SQLiteRuns:
     def __init__(self, db: SQLiteThread) -> None:
         self._db = db
 
-    async def start_run(
-        self,
-        owner: str,
-        conversation_id: str,
-        run_id: str,
-        process_id: str,
-        event: bytes,
-        t: float,
-        max_active: int,
-    ) -> None:
+    async def start_run(self, start: Start) -> None:
         """See ``RunTables.start_run``: the write transaction (``BEGIN IMMEDIATE``) holds the
         database's one write lock from the checks to the insert, whichever process runs it."""
+        r = start.record
+        t = start.t
 
         def tx(conn: sqlite3.Connection) -> None:
-            if conn.execute(sql.IS_DELETED, (owner, conversation_id)).fetchone() is not None:
-                raise conversation_deleted(conversation_id)
-            if max_active and conn.execute(sql.ACTIVE_COUNT, (owner,)).fetchone()[0] >= max_active:
-                raise ActiveRunLimit(owner, max_active)
-            active = conn.execute(sql.ACTIVE_RUN, (owner, conversation_id)).fetchone()
-            if active is not None:
-                raise busy(conversation_id, active[0])
+            deleted = conn.execute(sql.IS_DELETED, (r.owner, r.conversation_id)).fetchone() is not None
+            active = conn.execute(sql.ACTIVE_COUNT, (r.owner,)).fetchone()[0] if start.max_active else 0
+            busy_run = conn.execute(sql.ACTIVE_RUN, (r.owner, r.conversation_id)).fetchone()
+            start.refuse(deleted=deleted, active=active, busy_run=busy_run[0] if busy_run else None)
             try:
-                conn.execute(sql.INSERT_RUN, (run_id, owner, conversation_id, t, t, process_id))
+                conn.execute(sql.INSERT_RUN, (r.run_id, r.owner, r.conversation_id, t, t, r.process_id))
             except sqlite3.IntegrityError:
-                raise ConflictError(f"run id {run_id!r} is taken", expected=0, actual=1) from None
-            conn.execute(sql.INSERT_FIRST_EVENT, (run_id, t, event))
+                raise start.taken() from None
+            conn.execute(sql.INSERT_FIRST_EVENT, (r.run_id, t, start.event))
 
         await self._db.write(tx)
 
@@ -165,25 +148,16 @@ def _append_one(conn: sqlite3.Connection, item: Append, t: float) -> int | Tethe
     row = conn.execute(
         "SELECT status, process_id, last_seq FROM tether_serve_runs WHERE run_id = ?", (item.run_id,)
     ).fetchone()
-    if row is None:
-        return run_not_found(item.run_id)
-    current, holder, last = row
-    if current != "running" or holder != item.process_id:
-        return not_held(item.run_id, current, holder, item.process_id)
+    current, holder, last = row if row is not None else (None, None, 0)
+    refused = item.refusal(current, holder)
+    if refused is not None:
+        return refused
     rows = [(item.run_id, last + 1 + i, t, data) for i, data in enumerate(item.events)]
     conn.executemany(sql.INSERT_EVENT, rows)
-    paused = item.status == "paused"
     conn.execute(
         "UPDATE tether_serve_runs SET last_seq = ?, updated_at = ?, status = ?, pause_id = ?, pause = ? "
         "WHERE run_id = ?",
-        (
-            last + len(item.events),
-            t,
-            item.status or current,
-            item.pause_id if paused else None,
-            item.pause if paused else None,
-            item.run_id,
-        ),
+        (last + len(item.events), t, item.status_after, item.pause_id, item.pause, item.run_id),
     )
     return int(last)
 

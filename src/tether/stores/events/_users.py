@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from tether.errors import UserError
+from tether.errors import ConflictError, NotFound, UserError
 
 __all__ = [
     "RESERVED_NAMES",
@@ -27,8 +27,11 @@ __all__ = [
     "check_new_user_name",
     "check_user_name",
     "new_token",
+    "no_active_user",
+    "no_user",
     "token_digest",
     "token_matches",
+    "user_exists",
     "well_formed",
 ]
 
@@ -91,6 +94,21 @@ def token_matches(token: str, digest: str) -> bool:
 def well_formed(token: str) -> bool:
     """True when ``token`` has the shape of a tether token (checked before any lookup)."""
     return bool(_TOKEN_SHAPE.fullmatch(token))
+
+
+def user_exists(name: str) -> ConflictError:
+    """The error of ``add_user`` with a name already taken (revoked users included)."""
+    return ConflictError(f"user {name!r} exists (names are never reused)", expected=0, actual=1)
+
+
+def no_active_user(name: str) -> NotFound:
+    """The error of ``add_token`` for a name that is not an active user."""
+    return NotFound(f"no active user {name!r}")
+
+
+def no_user(name: str) -> NotFound:
+    """The error of ``revoke_user`` for an unknown name."""
+    return NotFound(f"no user {name!r}")
 
 
 @runtime_checkable

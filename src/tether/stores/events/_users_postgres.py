@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tether.errors import ConflictError, NotFound
+from tether.errors import ConflictError
+from tether.stores.events._users import no_active_user, no_user, user_exists
 from tether.stores.events._users_sql import ACTIVE_USER, INSERT_TOKEN, INSERT_USER, REVOKE_TOKENS, REVOKE_USER
 from tether.stores.postgres._db import PostgresPool, qmark
 
@@ -23,16 +24,14 @@ class PostgresUsers:
                 await conn.execute(qmark(INSERT_USER), (name, t))
                 await conn.execute(qmark(INSERT_TOKEN), (digest, name, t))
         except ConflictError:
-            raise ConflictError(
-                f"user {name!r} exists (names are never reused)", expected=0, actual=1
-            ) from None
+            raise user_exists(name) from None
 
     async def add_token(self, name: str, digest: str, t: float) -> None:
         """See ``UserTables.add_token``."""
         async with self._pool.tx(unique=True) as conn:
             cursor = await conn.execute(qmark(ACTIVE_USER), (name,))
             if await cursor.fetchone() is None:
-                raise NotFound(f"no active user {name!r}")
+                raise no_active_user(name)
             await conn.execute(qmark(INSERT_TOKEN), (digest, name, t))
 
     async def revoke_user(self, name: str, t: float) -> None:
@@ -40,5 +39,5 @@ class PostgresUsers:
         async with self._pool.tx(unique=True) as conn:
             cursor = await conn.execute(qmark(REVOKE_USER), (t, name))
             if not cursor.rowcount:
-                raise NotFound(f"no user {name!r}")
+                raise no_user(name)
             await conn.execute(qmark(REVOKE_TOKENS), (t, name))

@@ -1,5 +1,5 @@
-"""``SQLUserStore``: the ``UserStore`` both SQL databases share (the token rules, the argument
-checks, the reads), over the users and tokens statements of one database (``UserTables``).
+"""``SQLUserStore``: the ``UserStore`` both SQL databases share (the reads; the checks and the
+token rules are ``BaseUserStore``'s), over the users and tokens statements of one database (``UserTables``).
 
 Tables ``tether_serve_users`` and ``tether_serve_tokens`` (``_migrations.py``). A user's
 name is never reused; revoking a user revokes its tokens in the same transaction.
@@ -7,21 +7,13 @@ name is never reused; revoking a user revokes its tokens in the same transaction
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from tether.stores._common import to_datetime
+from tether.stores.events._base import BaseUserStore
 from tether.stores.events._common import Queries
-from tether.stores.events._users import (
-    UserInfo,
-    check_new_user_name,
-    check_user_name,
-    new_token,
-    token_digest,
-    token_matches,
-    well_formed,
-)
+from tether.stores.events._users import UserInfo
 
 __all__ = [
     "ACTIVE_USER",
@@ -69,7 +61,7 @@ class UserTables(Protocol):
         ...
 
 
-class SQLUserStore(ABC):
+class SQLUserStore(BaseUserStore):
     """A ``UserStore`` over ``db`` (its reads) and ``tables`` (its transactions)."""
 
     def __init__(self, db: Queries, tables: UserTables, clock: Callable[[], float]) -> None:
@@ -77,23 +69,14 @@ class SQLUserStore(ABC):
         self._user_tables = tables
         self._clock = clock
 
-    async def add_user(self, name: str) -> str:
-        """See ``UserStore.add_user``."""
-        check_new_user_name(name)
-        token = new_token()
-        await self._user_tables.add_user(name, token_digest(token), self._clock())
-        return token
+    async def _add_user(self, name: str, digest: str, t: float) -> None:
+        await self._user_tables.add_user(name, digest, t)
 
-    async def add_token(self, name: str) -> str:
-        """See ``UserStore.add_token``."""
-        check_user_name(name)
-        token = new_token()
-        await self._user_tables.add_token(name, token_digest(token), self._clock())
-        return token
+    async def _add_token(self, name: str, digest: str, t: float) -> None:
+        await self._user_tables.add_token(name, digest, t)
 
-    async def revoke_user(self, name: str) -> None:
-        """See ``UserStore.revoke_user``."""
-        await self._user_tables.revoke_user(name, self._clock())
+    async def _revoke_user(self, name: str, t: float) -> None:
+        await self._user_tables.revoke_user(name, t)
 
     async def users(self) -> list[UserInfo]:
         """See ``UserStore.users``."""
@@ -104,19 +87,10 @@ class SQLUserStore(ABC):
         )
         return [to_user(r) for r in rows]
 
-    async def authenticate(self, token: str) -> str | None:
-        """See ``UserStore.authenticate``."""
-        if not isinstance(token, str) or not well_formed(token):  # pyright: ignore[reportUnnecessaryIsInstance]
-            return None
+    async def _active_token(self, digest: str) -> tuple[str, str] | None:
         row = await self._db.one(
             "SELECT t.digest, t.name FROM tether_serve_tokens t JOIN tether_serve_users u ON u.name = t.name "
             "WHERE t.digest = ? AND t.revoked_at IS NULL AND u.revoked_at IS NULL",
-            (token_digest(token),),
+            (digest,),
         )
-        if row is None or not token_matches(token, row[0]):
-            return None
-        return str(row[1])
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Release connections and threads. Idempotent."""
+        return (str(row[0]), str(row[1])) if row is not None else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from tether.errors import ConflictError, NotFound
+from tether.stores.events._users import no_active_user, no_user, user_exists
 from tether.stores.events._users_sql import ACTIVE_USER, INSERT_TOKEN, INSERT_USER, REVOKE_TOKENS, REVOKE_USER
 from tether.stores.sqlite._db import SQLiteThread
 
@@ -22,7 +22,7 @@ class SQLiteUsers:
 
         def tx(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM tether_serve_users WHERE name = ?", (name,)).fetchone():
-                raise ConflictError(f"user {name!r} exists (names are never reused)", expected=0, actual=1)
+                raise user_exists(name)
             conn.execute(INSERT_USER, (name, t))
             conn.execute(INSERT_TOKEN, (digest, name, t))
 
@@ -33,7 +33,7 @@ class SQLiteUsers:
 
         def tx(conn: sqlite3.Connection) -> None:
             if conn.execute(ACTIVE_USER, (name,)).fetchone() is None:
-                raise NotFound(f"no active user {name!r}")
+                raise no_active_user(name)
             conn.execute(INSERT_TOKEN, (digest, name, t))
 
         await self._db.write(tx)
@@ -43,7 +43,7 @@ class SQLiteUsers:
 
         def tx(conn: sqlite3.Connection) -> None:
             if not conn.execute(REVOKE_USER, (t, name)).rowcount:
-                raise NotFound(f"no user {name!r}")
+                raise no_user(name)
             conn.execute(REVOKE_TOKENS, (t, name))
 
         await self._db.write(tx)
