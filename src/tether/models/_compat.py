@@ -200,7 +200,16 @@ What AG-UI cannot carry to a client:
                 "streamed as it came; the run ends with the `cancelled` outcome",
             ),
             (
-                "a run interrupted by a server stop or crash; a failed run",
+                "a run that moved to another process after a crash or a stop (`run.recovered`)",
+                (
+                    "the lost request's open message ends (`TEXT_MESSAGE_END`: its streamed text stays "
+                    "in the client's view, not in the conversation), a `CUSTOM` event "
+                    "`tether.run.recovered` (`fromProcess`, `repeats`, `reason`), then the continuation "
+                    "under message ids of its own"
+                ),
+            ),
+            (
+                "a run interrupted by a server stop or crash (`--no-durable`); a failed run",
                 "`RUN_ERROR` with `code` `interrupted`, or the tether error's type",
             ),
             (

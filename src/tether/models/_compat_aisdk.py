@@ -110,7 +110,15 @@ What a UI message stream cannot carry to a client:
                 "`abort`, then `finish` (`other`); the partial text stays as streamed",
             ),
             (
-                "a run interrupted by a server stop or crash; a failed run",
+                "a run that moved to another process after a crash or a stop (`run.recovered`)",
+                (
+                    "the lost request's parts end (their text stays in the client's message, not in the "
+                    "conversation), a transient `data-tether-recovered` part (`fromProcess`, `repeats`, "
+                    "`reason`), then the continuation in a new step"
+                ),
+            ),
+            (
+                "a run interrupted by a server stop or crash (`--no-durable`); a failed run",
                 "an `error` part (the reason, or `<error type>: <message>`), then `finish` (`error`)",
             ),
             (

@@ -134,6 +134,7 @@ class RunManager:
         self._reasons: dict[str, str] = {}
         self._recorders: dict[str, HeldRecorder] = {}
         self._handed: set[str] = set()
+        self._letting_go = False
         """Runs this process lets go of (a stop after the drain): another process continues them."""
         self.engine = engine
         """The durable engine (DBOS) under the runs; ``None``: a run of a dead process is closed."""
@@ -162,6 +163,7 @@ class RunManager:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
+        self._letting_go = self.engine is not None
         tasks = list(self._tasks.items())
         for run_id, _ in tasks:
             if self.engine is not None:
@@ -291,6 +293,8 @@ class RunManager:
             return "deleted"
         if record.status != "running":
             return record.status
+        if self._letting_go:  # this process is handing its runs on: leave the workflow pending
+            raise asyncio.CancelledError
         task = asyncio.current_task()
         assert task is not None
         self._track(record.run_id, task)
