@@ -161,6 +161,7 @@ def list_processes(
         console.print("no processes")
         return
     table = Table("process", "host", "pid", "heartbeat (s ago)", "running runs")
+    table.columns[0].overflow = "fold"  # an id the operator copies: folded, never cut
     for r in rows:
         table.add_row(*(str(r[k]) for k in ("process_id", "host", "pid", "heartbeat_age", "running_runs")))
     console.print(table)

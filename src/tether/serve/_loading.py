@@ -41,7 +41,9 @@ def load_object(spec: str) -> Any:
 
 
 def _is_model(obj: object) -> bool:
-    return all(hasattr(obj, name) for name in ("generate", "stream", "profile", "name"))
+    """A model instance (a model class has the attributes too, but is a factory to call)."""
+    wanted = ("generate", "stream", "profile", "name")
+    return not isinstance(obj, type) and all(hasattr(obj, n) for n in wanted)
 
 
 def load_model(spec: str | None) -> Model:
@@ -57,7 +59,10 @@ def load_model(spec: str | None) -> Model:
             raise UserError(f"model {spec!r} cannot be loaded: {exc}") from exc
     obj = load_object(spec)
     if not _is_model(obj) and callable(obj):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:  # a factory that needs arguments, or fails: say which, no traceback
+            raise UserError(f"{spec!r}: calling it with no arguments failed: {exc}") from exc
     if not _is_model(obj):
         raise UserError(f"{spec!r} is not a tether Model nor a factory returning one ({type(obj).__name__})")
     return cast(Model, obj)
