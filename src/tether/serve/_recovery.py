@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 import time
 from collections.abc import Mapping, Sequence
 
@@ -71,22 +70,27 @@ class Recovery:
         events: EventLog,
         engine: DurableRuns | None,
         process_id: str,
+        host: str,
         stale_after: float,
     ) -> None:
         self.store = store
         self.events = events
         self.engine = engine
         self.process_id = process_id
-        self.host = socket.gethostname()
+        self.host = host
         self.stale_after = stale_after
 
-    async def sweep(self) -> int:
+    async def sweep(self, *, full: bool = True) -> int:
         """Find the runs of dead processes: with the durable engine, hand them to a live process
         (DBOS recovers the dead executors' workflows; one process takes each run over and
         continues it); close the rest (no engine, or no workflow to continue) as interrupted.
-        Returns how many runs were closed."""
+        ``full=False`` (most heartbeats) reads only the process table and stops there when no
+        process is dead; a full sweep also finds runs whose holder unregistered (a process that
+        stopped and handed its runs on). Returns how many runs were closed."""
         processes = {p.process_id: p for p in await self.events.processes()}
         dead = self._dead(processes)
+        if not dead and not full:
+            return 0
         orphans = [
             run
             for run in await self.events.active_runs()

@@ -127,15 +127,21 @@ class RunManager:
         self.process_id = new_id()
         self.host = socket.gethostname()
         self.recovery = Recovery(
-            store=store, events=events, engine=engine, process_id=self.process_id, stale_after=stale_after
+            store=store,
+            events=events,
+            engine=engine,
+            process_id=self.process_id,
+            host=self.host,
+            stale_after=stale_after,
         )
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._streams: dict[str, RunStream[Any]] = {}
         self._reasons: dict[str, str] = {}
         self._recorders: dict[str, HeldRecorder] = {}
         self._handed: set[str] = set()
-        self._letting_go = False
         """Runs this process lets go of (a stop after the drain): another process continues them."""
+        self._letting_go = False
+        """The stop has reached the hand-on: a workflow that starts now is left pending."""
         self.engine = engine
         """The durable engine (DBOS) under the runs; ``None``: a run of a dead process is closed."""
         self._loop_task: asyncio.Task[None] | None = None
@@ -194,13 +200,18 @@ class RunManager:
         return len(self._tasks)
 
     async def _background(self) -> None:
+        beats = 0
+        full_every = max(1, int(self.stale_after / max(self.heartbeat_interval, 0.01) / 3))
         while True:
             await asyncio.sleep(self.heartbeat_interval)
+            beats += 1
             try:
                 await self.events.heartbeat(self.process_id, self.host, os.getpid())
                 for run_id in await self.events.cancel_requests(self.process_id):
                     self._cancel_local(run_id, CANCELED_REASON)
-                await self.recover()  # every beat: a dead process's runs move within about a second
+                # every beat reads the process table (a dead process's runs move within about a
+                # second); the running runs of every owner are scanned only every few beats
+                await self.recovery.sweep(full=beats % full_every == 0)
             except Exception:  # never let the heartbeat die; the next beat tries again
                 log.exception("heartbeat failed")
 

@@ -62,9 +62,7 @@ class EventWriter:
     def stored(self, messages: Sequence[Message]) -> None:
         """The store holds ``messages`` now: release what waited for them."""
         for message in messages:
-            held = next((h for h in self._held if not h.stored and h.message is message), None)
-            if held is None:
-                held = next((h for h in self._held if not h.stored and h.message == message), None)
+            held = next((h for h in self._held if not h.stored and h.message == message), None)
             if held is None:  # stored without being announced (a stopped run's partial turn)
                 self._held.append(_Held(self._completed(message), message, stored=True))
             else:
