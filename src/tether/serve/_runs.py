@@ -134,7 +134,7 @@ class RunManager:
             host=self.host,
             stale_after=stale_after,
         )
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._streams: dict[str, RunStream[Any]] = {}
         self._reasons: dict[str, str] = {}
         self._recorders: dict[str, HeldRecorder] = {}
@@ -249,17 +249,12 @@ class RunManager:
             context=self._context(caller),
             client_tools=client_tools(extra_tools),
         )
-        await self._launch(record, inputs, None, extra_tools)
+        await self._launch(record, inputs)
         return record
 
-    async def _launch(
-        self,
-        record: RunRecord,
-        inputs: RunInputs,
-        deferred: DeferredResults | None,
-        extra_tools: Sequence[Tool[Any]] = (),
-    ) -> None:
-        """Run it: as a durable workflow (the engine's task on this loop), else as a task."""
+    async def _launch(self, record: RunRecord, inputs: RunInputs) -> None:
+        """Run it: as a durable workflow (the engine's task on this loop), else as a task; both
+        run ``run_segment`` on the same inputs."""
         if self.engine is not None:
             try:
                 await self.engine.start(inputs)
@@ -274,12 +269,8 @@ class RunManager:
                     )
                 raise ApiError(503, "the run could not be started durably: try again") from None
             return
-        tools = self._tools(extra_tools)
-        task = asyncio.create_task(
-            self._drive(record, inputs.prompt, deferred, tools, inputs.context),
-            name=f"tether-run-{record.run_id}",
-        )
-        self._track(record.run_id, task)
+        task = asyncio.create_task(self.run_segment(inputs), name=f"tether-run-{record.run_id}")
+        self._track(record.run_id, task)  # at once: a Stop right after the start finds it
 
     def _tools(self, extra_tools: Sequence[Tool[Any]]) -> list[Tool[Any] | Toolset] | None:
         return [*self.agent.tools, *self.agent.toolsets, *extra_tools] if extra_tools else None
@@ -473,7 +464,8 @@ class RunManager:
         if time.time() > pause.expires_at:
             raise ApiError(409, f"pause {pause.pause_id!r} expired; cancel the run and ask again")
         self._check_tools(pause, extra_tools)
-        deferred, summary = decisions_for(pause, body, self.max_part_bytes)
+        # checked here, before the take-over (422, 413); the run derives them from its inputs
+        _, summary = decisions_for(pause, body, self.max_part_bytes)
         resumed_event = RunResumedEvent(run_id, record.conversation_id, pause.pause_id, summary)
         event = encode_event(traced(resumed_event, _incoming(caller)))
         before = await self.events.take_over(
@@ -497,7 +489,7 @@ class RunManager:
             context=self._context(caller),
             client_tools=client_tools(extra_tools),
         )
-        await self._launch(resumed, inputs, deferred, extra_tools)
+        await self._launch(resumed, inputs)
         return resumed
 
     def _check_tools(self, pause: StoredPause, extra_tools: Sequence[Tool[Any]]) -> None:
