@@ -363,6 +363,7 @@ def test_a_server_restart_mid_run_continues_the_reply(tmp_path: Path, open_tab: 
         expect(page.locator("#main")).to_have_attribute("data-run", "none", timeout=60_000)
         expect(page.locator(".run-note[data-kind='interrupted']")).to_have_count(0)
         expect(stored_answers(tab)).to_have_count(1)  # the lost fragment is gone, the answer whole
+        expect(note).to_contain_text("another one continued it")  # still said after the redraw
         assert word_counts(tab) == Counter(range(1, SLOW_WORDS + 1))
         shot(tab, "11-server-restarted")
         chat(tab, "are you back?", "word12")

@@ -275,6 +275,7 @@ function follow(run, after) {
     onEvent: (event) => {
       if (state.follower !== follower) return;
       if (event.type === "run.started") run.prompt = event.prompt;
+      if (event.type === "run.recovered") run.moved = true;
       view.event(event);
       if (event.type === "run.started" || (event.type === "message.completed" && event.message.role === "assistant")) {
         refreshList().catch(reportError); // the list shows the prompt from the start, then what is stored
@@ -287,6 +288,8 @@ function follow(run, after) {
   state.follower = follower;
   follower.run();
 }
+
+const MOVED_TEXT = "The server running this reply stopped; another one continued it from what was stored.";
 
 const TERMINAL_STATUS = {
   "run.completed": "completed",
@@ -317,6 +320,7 @@ async function finished(run, event, cid) {
         box.focus();
       });
     }
+    if (run.moved) view.note("recovered", MOVED_TEXT); // the redraw keeps saying that the run moved
     lastWords({ status }, event.type === "run.failed" ? event.error?.message : null);
   } catch (err) {
     reportError(err);
