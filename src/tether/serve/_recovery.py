@@ -111,6 +111,12 @@ class Recovery:
                 await self.events.forget_process(process_id)
         return closed
 
+    async def holder_dead(self, run: RunRecord) -> bool:
+        """Whether the process holding ``run`` is dead or gone (else a workflow of the run that
+        arrives here is a stale part's, and the run is not taken from a live process)."""
+        processes = {p.process_id: p for p in await self.events.processes()}
+        return run.process_id not in processes or run.process_id in self._dead(processes)
+
     def _dead(self, processes: Mapping[str, ProcessInfo]) -> set[str]:
         """Processes whose pid is gone (on this host) or whose heartbeat is stale."""
         now = time.time()

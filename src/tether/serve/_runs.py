@@ -141,6 +141,8 @@ class RunManager:
         self._handed: set[str] = set()
         """Runs this process lets go of (a stop after the drain): another process continues them."""
         self._letting_go = False
+        self._launched: set[str] = set()
+        """Workflow ids this process started or took over (another part's workflow is stale)."""
         """The stop has reached the hand-on: a workflow that starts now is left pending."""
         self.engine = engine
         """The durable engine (DBOS) under the runs; ``None``: a run of a dead process is closed."""
@@ -255,6 +257,7 @@ class RunManager:
     async def _launch(self, record: RunRecord, inputs: RunInputs) -> None:
         """Run it: as a durable workflow (the engine's task on this loop), else as a task; both
         run ``run_segment`` on the same inputs."""
+        self._launched.add(inputs.workflow_id)
         if self.engine is not None:
             try:
                 await self.engine.start(inputs)
@@ -301,7 +304,12 @@ class RunManager:
         assert task is not None
         self._track(record.run_id, task)
         prompt, deferred = inputs.prompt, inputs.deferred()
+        if record.process_id == self.process_id and inputs.workflow_id not in self._launched:
+            return "superseded"  # a stale part's workflow recovered here: this process runs a later one
         if record.process_id != self.process_id:
+            if not await self.recovery.holder_dead(record):
+                return "superseded"  # its holder is alive: a stale part's workflow, not a dead run
+            self._launched.add(inputs.workflow_id)
             plan = await self.recovery.take_over(record, inputs, deferred)
             if plan is None:
                 return "taken"
